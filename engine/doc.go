@@ -1,0 +1,14 @@
+// Package engine is ldpsql's SQL engine: go-mysql-server (GMS) parses, plans and executes MySQL-dialect
+// SQL, and DuckDB stores the tables in one file.
+//
+// The storage mirrors GMS's memory package file for file: provider.go (databases), database.go (tables of
+// one database), table.go (scans), table_editor.go (INSERT/UPDATE/DELETE), plus types.go (the mapping
+// between MySQL column types and DuckDB) and engine.go / server.go (embedded use and the MySQL wire
+// server). A GMS database is a DuckDB schema; a GMS table is a DuckDB table in it. The MySQL column type,
+// default and auto-increment flag of every column are kept in the DuckDB column comment, so the schema a
+// client sees survives a restart exactly.
+//
+// Every statement is atomic: a table editor writes into one DuckDB transaction that commits when GMS
+// reports the statement complete and rolls back when it reports an error. Multi-statement transactions
+// (BEGIN … COMMIT) are not supported yet: each statement commits on its own.
+package engine

@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"context"
+	gosql "database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	sqle "github.com/dolthub/go-mysql-server"
+	gmsdriver "github.com/dolthub/go-mysql-server/driver"
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/mysql_db"
+	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" database/sql driver
+)
+
+// DefaultDatabase is the database created in a new file and selected by new sessions.
+const DefaultDatabase = "ldpsql"
+
+// DefaultPath is the DuckDB file used when none is given.
+const DefaultPath = "ldpsql.duckdb"
+
+// MemoryPath opens an ephemeral in-memory engine.
+const MemoryPath = ":memory:"
+
+// Engine is an open ldpsql database: GMS over one DuckDB file.
+type Engine struct {
+	// GMS is the go-mysql-server engine; use it directly for anything this type does not wrap.
+	GMS *sqle.Engine
+	// Provider serves the databases and the registered functions and procedures.
+	Provider *Provider
+	// DuckDB is the underlying DuckDB handle. Writing to it directly bypasses GMS's view of the schema.
+	DuckDB *gosql.DB
+
+	path      string
+	closeOnce sync.Once
+	closeErr  error
+
+	dbOnce sync.Once
+	sqlDB  *gosql.DB
+}
+
+// Option configures Open.
+type Option func(*Engine) error
+
+// WithFunctions registers SQL functions on the engine (scalar or aggregate).
+func WithFunctions(fns ...sql.Function) Option {
+	return func(e *Engine) error {
+		e.Provider.RegisterFunction(fns...)
+		return nil
+	}
+}
+
+// Open opens (creating if needed) the DuckDB file at path, or an in-memory engine for MemoryPath, and
+// builds the SQL engine over it.
+func Open(path string, opts ...Option) (*Engine, error) {
+	if path == "" {
+		path = DefaultPath
+	}
+	dsn := path
+	if path == MemoryPath {
+		dsn = ""
+	}
+	duck, err := gosql.Open("duckdb", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("opening DuckDB file %q: %w", path, err)
+	}
+	if err := duck.Ping(); err != nil {
+		_ = duck.Close()
+		return nil, fmt.Errorf("opening DuckDB file %q: %w", path, err)
+	}
+	e := &Engine{DuckDB: duck, path: path}
+	if err := e.init(opts); err != nil {
+		_ = duck.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *Engine) init(opts []Option) error {
+	if _, err := e.DuckDB.Exec(`CREATE SCHEMA IF NOT EXISTS ` + CatalogSchema + `;
+		CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.settings (key VARCHAR PRIMARY KEY, value BLOB);
+		` + createViewsTable); err != nil {
+		return fmt.Errorf("creating ldpsql catalog in %q: %w", e.path, err)
+	}
+	p, err := newProvider(e.DuckDB)
+	if err != nil {
+		return err
+	}
+	e.Provider = p
+	if err := e.ensureDefaultDatabase(); err != nil {
+		return err
+	}
+	e.GMS = sqle.NewDefault(p)
+	if err := e.loadUsers(); err != nil {
+		return err
+	}
+	for _, opt := range opts {
+		if err := opt(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureDefaultDatabase creates DefaultDatabase the first time a file is opened.
+func (e *Engine) ensureDefaultDatabase() error {
+	var initialised int
+	if err := e.DuckDB.QueryRow(`SELECT count(*) FROM ` + CatalogSchema + `.settings WHERE key = 'initialised'`).Scan(&initialised); err != nil {
+		return err
+	}
+	if initialised > 0 {
+		return nil
+	}
+	ctx := sql.NewEmptyContext()
+	if !e.Provider.HasDatabase(ctx, DefaultDatabase) {
+		if err := e.Provider.CreateDatabase(ctx, DefaultDatabase); err != nil {
+			return err
+		}
+	}
+	_, err := e.DuckDB.Exec(`INSERT INTO ` + CatalogSchema + `.settings VALUES ('initialised', NULL)`)
+	return err
+}
+
+// Path is the DuckDB file this engine stores its data in (MemoryPath when ephemeral).
+func (e *Engine) Path() string { return e.path }
+
+// NewContext returns a query context for an in-process session acting as the local root user.
+func (e *Engine) NewContext(ctx context.Context) *sql.Context {
+	session := sql.NewBaseSessionWithClientServer("embedded", sql.Client{User: "root", Address: "localhost"}, 0)
+	sctx := sql.NewContext(ctx, sql.WithSession(session))
+	sctx.SetCurrentDatabase(DefaultDatabase)
+	return sctx
+}
+
+// Query runs one statement and returns its schema and all its rows.
+func (e *Engine) Query(ctx *sql.Context, query string) (sql.Schema, []sql.Row, error) {
+	schema, iter, _, err := e.GMS.Query(ctx, query)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := sql.RowIterToRows(ctx, iter)
+	if err != nil {
+		return nil, nil, err
+	}
+	return schema, rows, nil
+}
+
+// DB returns a database/sql handle that runs statements in process through GMS (no network).
+func (e *Engine) DB() *gosql.DB {
+	e.dbOnce.Do(func() {
+		drv := gmsdriver.New(embeddedResolver{e}, nil)
+		connector, err := drv.OpenConnector("ldpsql-" + e.path)
+		if err != nil {
+			panic(fmt.Sprintf("ldpsql: opening in-process connector: %v", err)) // only malformed DSNs fail
+		}
+		e.sqlDB = gosql.OpenDB(connector)
+	})
+	return e.sqlDB
+}
+
+// embeddedResolver hands the engine's provider to GMS's database/sql driver.
+type embeddedResolver struct{ e *Engine }
+
+func (r embeddedResolver) Resolve(string, *gmsdriver.Options) (string, sql.DatabaseProvider, error) {
+	return "ldpsql-" + r.e.path, r.e.Provider, nil
+}
+
+func (r embeddedResolver) NewSession(context.Context, uint32, *gmsdriver.Connector) (sql.Session, error) {
+	s := sql.NewBaseSessionWithClientServer("embedded", sql.Client{User: "root", Address: "localhost"}, 0)
+	s.SetCurrentDatabase(DefaultDatabase)
+	return s, nil
+}
+
+// Close checkpoints and closes the DuckDB file. It is safe to call more than once.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		var errs []error
+		if e.sqlDB != nil {
+			errs = append(errs, e.sqlDB.Close())
+		}
+		errs = append(errs, e.GMS.Close())
+		if e.path != MemoryPath {
+			if _, err := e.DuckDB.Exec("CHECKPOINT"); err != nil {
+				errs = append(errs, fmt.Errorf("checkpointing %q: %w", e.path, err))
+			}
+		}
+		errs = append(errs, e.DuckDB.Close())
+		e.closeErr = errors.Join(errs...)
+	})
+	return e.closeErr
+}
+
+// loadUsers restores the persisted users and grants (CREATE USER, GRANT) and adds the root account for
+// this process. Root is ephemeral: its password comes from the server's configuration at every start.
+func (e *Engine) loadUsers() error {
+	mdb := e.GMS.Analyzer.Catalog.MySQLDb
+	var data []byte
+	err := e.DuckDB.QueryRow(`SELECT value FROM ` + CatalogSchema + `.settings WHERE key = 'mysql_db'`).Scan(&data)
+	if err != nil && !errors.Is(err, gosql.ErrNoRows) {
+		return fmt.Errorf("loading users: %w", err)
+	}
+	ctx := e.NewContext(context.Background())
+	if len(data) > 0 {
+		if err := mdb.LoadData(ctx, data); err != nil {
+			return fmt.Errorf("loading users: %w", err)
+		}
+	}
+	mdb.SetPersister(userPersister{e})
+	return e.SetRootPassword("")
+}
+
+// SetRootPassword sets the password of this process's root account ('root'@'%').
+func (e *Engine) SetRootPassword(password string) error {
+	mdb := e.GMS.Analyzer.Catalog.MySQLDb
+	ed := mdb.Editor()
+	defer ed.Close()
+	ed.RemoveUser(mysql_db.UserPrimaryKey{Host: "%", User: "root"})
+	mdb.AddEphemeralSuperUser(ed, "root", "%", password)
+	return nil
+}
+
+// userPersister stores GMS's users and grants in the catalog, so they survive a restart.
+type userPersister struct{ e *Engine }
+
+func (p userPersister) Persist(ctx *sql.Context, data []byte) error {
+	_, err := p.e.DuckDB.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.settings VALUES ('mysql_db', ?)`, data)
+	return err
+}
+
+var _ io.Closer = (*Engine)(nil)

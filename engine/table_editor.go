@@ -1,0 +1,287 @@
+package engine
+
+import (
+	gosql "database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/vitess/go/mysql"
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// tableEditor applies one statement's INSERT, UPDATE, DELETE and REPLACE operations to a DuckDB table
+// inside one DuckDB transaction. Inserts stream through DuckDB's appender (no round trip per row);
+// updates and deletes run as prepared statements, after the appender is flushed so the order of
+// operations is kept. StatementComplete commits; DiscardChanges rolls back, so a failed statement
+// leaves no partial write.
+type tableEditor struct {
+	t *Table
+
+	conn      *gosql.Conn
+	appender  *duckdb.Appender
+	deleteSQL *gosql.Stmt
+	updateSQL *gosql.Stmt
+	keyCols   []int // columns that identify a row: the primary key, or every column
+}
+
+var _ sql.TableEditor = (*tableEditor)(nil)
+var _ sql.AutoIncrementSetter = (*tableEditor)(nil)
+
+func newTableEditor(t *Table) *tableEditor {
+	e := &tableEditor{t: t}
+	if len(t.def.schema.PkOrdinals) > 0 {
+		e.keyCols = t.def.schema.PkOrdinals
+	} else {
+		for i := range t.def.schema.Schema {
+			e.keyCols = append(e.keyCols, i)
+		}
+	}
+	return e
+}
+
+// begin opens the statement's DuckDB transaction on a dedicated connection, once.
+func (e *tableEditor) begin(ctx *sql.Context) error {
+	if e.conn != nil {
+		return nil
+	}
+	conn, err := e.t.db.p.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
+		_ = conn.Close()
+		return err
+	}
+	e.conn = conn
+	return nil
+}
+
+// StatementBegin implements sql.EditOpenerCloser. The transaction opens lazily at the first edit.
+func (e *tableEditor) StatementBegin(*sql.Context) {}
+
+// DiscardChanges implements sql.EditOpenerCloser: everything since the statement began is rolled back.
+func (e *tableEditor) DiscardChanges(ctx *sql.Context, errorEncountered error) error {
+	if _, ignorable := errorEncountered.(sql.IgnorableError); ignorable {
+		return nil
+	}
+	return e.finish(ctx, false)
+}
+
+// StatementComplete implements sql.EditOpenerCloser: the statement's edits commit.
+func (e *tableEditor) StatementComplete(ctx *sql.Context) error {
+	return e.finish(ctx, true)
+}
+
+// Close implements sql.Closer. Table rewrites call Close without StatementComplete; what is still open
+// commits then (a discarded statement has nothing open any more).
+func (e *tableEditor) Close(ctx *sql.Context) error {
+	return e.finish(ctx, true)
+}
+
+func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
+	if e.conn == nil {
+		return nil
+	}
+	conn := e.conn
+	e.conn = nil
+	defer conn.Close()
+	err := e.closeAppender()
+	for _, stmt := range []*gosql.Stmt{e.deleteSQL, e.updateSQL} {
+		if stmt != nil {
+			_ = stmt.Close()
+		}
+	}
+	e.deleteSQL, e.updateSQL = nil, nil
+	if err == nil && commit {
+		if _, err = conn.ExecContext(ctx, "COMMIT"); err == nil {
+			return nil
+		}
+	}
+	if _, rbErr := conn.ExecContext(ctx, "ROLLBACK"); rbErr != nil && err == nil && !commit {
+		return rbErr
+	}
+	return e.translate(err)
+}
+
+func (e *tableEditor) closeAppender() error {
+	if e.appender == nil {
+		return nil
+	}
+	a := e.appender
+	e.appender = nil
+	return a.Close()
+}
+
+// toDuckRow converts a GMS row for DuckDB.
+func (e *tableEditor) toDuckRow(ctx *sql.Context, row sql.Row) ([]driver.Value, error) {
+	schema := e.t.def.schema.Schema
+	if len(row) != len(schema) {
+		return nil, fmt.Errorf("table %q has %d columns, row has %d values", e.t.def.name, len(schema), len(row))
+	}
+	vals := make([]driver.Value, len(row))
+	for i, col := range schema {
+		v, err := toDuck(ctx, col.Type, row[i])
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", col.Name, err)
+		}
+		vals[i] = v
+	}
+	return vals, nil
+}
+
+// Insert implements sql.RowInserter.
+func (e *tableEditor) Insert(ctx *sql.Context, row sql.Row) error {
+	if err := e.begin(ctx); err != nil {
+		return err
+	}
+	vals, err := e.toDuckRow(ctx, row)
+	if err != nil {
+		return err
+	}
+	if e.appender == nil {
+		err := e.conn.Raw(func(dc any) error {
+			a, err := duckdb.NewAppenderFromConn(dc.(driver.Conn), e.t.db.name, e.t.def.name)
+			e.appender = a
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("opening appender on %q: %w", e.t.def.name, err)
+		}
+	}
+	if err := e.appender.AppendRow(vals...); err != nil {
+		return e.translate(err)
+	}
+	return e.t.noteInserted(ctx, row)
+}
+
+// keyPredicate matches one row by its key columns. Without a primary key every column is the key and
+// the match is limited to one physical row (rowid), so deleting one of two equal rows deletes one.
+func (e *tableEditor) keyPredicate() string {
+	var conds []string
+	for _, i := range e.keyCols {
+		conds = append(conds, quoteIdent(e.t.def.schema.Schema[i].Name)+" IS NOT DISTINCT FROM ?")
+	}
+	where := strings.Join(conds, " AND ")
+	if len(e.t.def.schema.PkOrdinals) > 0 {
+		return where
+	}
+	return fmt.Sprintf("rowid = (SELECT rowid FROM %s WHERE %s LIMIT 1)", e.t.qualified(), where)
+}
+
+func (e *tableEditor) keyArgs(vals []driver.Value) []any {
+	args := make([]any, len(e.keyCols))
+	for i, c := range e.keyCols {
+		args[i] = vals[c]
+	}
+	return args
+}
+
+// Delete implements sql.RowDeleter.
+func (e *tableEditor) Delete(ctx *sql.Context, row sql.Row) error {
+	if err := e.begin(ctx); err != nil {
+		return err
+	}
+	if err := e.closeAppender(); err != nil {
+		return e.translate(err)
+	}
+	vals, err := e.toDuckRow(ctx, row)
+	if err != nil {
+		return err
+	}
+	if e.deleteSQL == nil {
+		q := fmt.Sprintf("DELETE FROM %s WHERE %s", e.t.qualified(), e.keyPredicate())
+		if e.deleteSQL, err = e.conn.PrepareContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	res, err := e.deleteSQL.ExecContext(ctx, e.keyArgs(vals)...)
+	if err != nil {
+		return e.translate(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sql.ErrDeleteRowNotFound.New()
+	}
+	return nil
+}
+
+// Update implements sql.RowUpdater.
+func (e *tableEditor) Update(ctx *sql.Context, old, new sql.Row) error {
+	if err := e.begin(ctx); err != nil {
+		return err
+	}
+	if err := e.closeAppender(); err != nil {
+		return e.translate(err)
+	}
+	oldVals, err := e.toDuckRow(ctx, old)
+	if err != nil {
+		return err
+	}
+	newVals, err := e.toDuckRow(ctx, new)
+	if err != nil {
+		return err
+	}
+	if e.updateSQL == nil {
+		var sets []string
+		for _, c := range e.t.def.schema.Schema {
+			sets = append(sets, quoteIdent(c.Name)+" = ?")
+		}
+		q := fmt.Sprintf("UPDATE %s SET %s WHERE %s", e.t.qualified(), strings.Join(sets, ", "), e.keyPredicate())
+		if e.updateSQL, err = e.conn.PrepareContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	args := make([]any, 0, len(newVals)+len(e.keyCols))
+	for _, v := range newVals {
+		args = append(args, v)
+	}
+	args = append(args, e.keyArgs(oldVals)...)
+	res, err := e.updateSQL.ExecContext(ctx, args...)
+	if err != nil {
+		return e.translate(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("update of table %q found no stored row matching %v", e.t.def.name, old)
+	}
+	return e.t.noteInserted(ctx, new)
+}
+
+// SetAutoIncrementValue implements sql.AutoIncrementSetter.
+func (e *tableEditor) SetAutoIncrementValue(_ *sql.Context, v uint64) error {
+	e.t.def.autoMu.Lock()
+	defer e.t.def.autoMu.Unlock()
+	e.t.def.autoNext = v
+	return nil
+}
+
+// AcquireAutoIncrementLock implements sql.AutoIncrementSetter. The counter has its own mutex.
+func (e *tableEditor) AcquireAutoIncrementLock(*sql.Context) (func(), error) { return func() {}, nil }
+
+var duckDupKey = regexp.MustCompile(`(?i)duplicate key "([^"]*)"`)
+
+// translate turns DuckDB constraint errors into the MySQL errors clients expect.
+func (e *tableEditor) translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "PRIMARY KEY or UNIQUE constraint") || strings.Contains(msg, "violates primary key constraint") {
+		key := "?"
+		if m := duckDupKey.FindStringSubmatch(msg); m != nil {
+			key = m[1]
+		}
+		return mysql.NewSQLError(mysql.ERDupEntry, mysql.SSConstraintViolation,
+			"Duplicate entry '%s' for key '%s.PRIMARY'", key, e.t.def.name)
+	}
+	if strings.Contains(msg, "NOT NULL constraint") {
+		return mysql.NewSQLError(mysql.ERBadNullError, mysql.SSConstraintViolation, "%s", msg)
+	}
+	var sqlErr *mysql.SQLError
+	if errors.As(err, &sqlErr) {
+		return err
+	}
+	return fmt.Errorf("table %q: %w", e.t.def.name, err)
+}

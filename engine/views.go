@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/dolthub/go-mysql-server/sql"
+)
+
+// Views and collation for Database. GMS stores a view as the text of its SELECT; ldpsql keeps that text
+// in the catalog table views, so views survive a restart like tables do.
+
+var _ sql.ViewDatabase = (*Database)(nil)
+var _ sql.CollatedDatabase = (*Database)(nil)
+
+const viewsTable = CatalogSchema + ".views"
+
+const createViewsTable = `CREATE TABLE IF NOT EXISTS ` + viewsTable + ` (
+	db VARCHAR, name VARCHAR, text_definition VARCHAR, create_statement VARCHAR, sql_mode VARCHAR,
+	PRIMARY KEY (db, name))`
+
+// CreateView implements sql.ViewDatabase.
+func (d *Database) CreateView(ctx *sql.Context, name string, selectStatement, createViewStmt string) error {
+	if _, ok, err := d.GetViewDefinition(ctx, name); err != nil {
+		return err
+	} else if ok {
+		return sql.ErrExistingView.New(d.name, name)
+	}
+	mode := sql.LoadSqlMode(ctx).String()
+	_, err := d.p.db.ExecContext(ctx, `INSERT INTO `+viewsTable+` VALUES (lower(?), ?, ?, ?, ?)`,
+		d.name, name, selectStatement, createViewStmt, mode)
+	if err != nil {
+		return fmt.Errorf("creating view %q: %w", name, err)
+	}
+	return nil
+}
+
+// DropView implements sql.ViewDatabase.
+func (d *Database) DropView(ctx *sql.Context, name string) error {
+	res, err := d.p.db.ExecContext(ctx, `DELETE FROM `+viewsTable+` WHERE db = lower(?) AND lower(name) = lower(?)`, d.name, name)
+	if err != nil {
+		return fmt.Errorf("dropping view %q: %w", name, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return sql.ErrViewDoesNotExist.New(d.name, name)
+	}
+	return nil
+}
+
+// GetViewDefinition implements sql.ViewDatabase.
+func (d *Database) GetViewDefinition(ctx *sql.Context, viewName string) (sql.ViewDefinition, bool, error) {
+	views, err := d.views(ctx, viewName)
+	if err != nil || len(views) == 0 {
+		return sql.ViewDefinition{}, false, err
+	}
+	return views[0], true, nil
+}
+
+// AllViews implements sql.ViewDatabase.
+func (d *Database) AllViews(ctx *sql.Context) ([]sql.ViewDefinition, error) {
+	return d.views(ctx, "")
+}
+
+func (d *Database) views(ctx *sql.Context, name string) ([]sql.ViewDefinition, error) {
+	rows, err := d.p.db.QueryContext(ctx, `SELECT name, text_definition, create_statement, sql_mode FROM `+viewsTable+`
+		WHERE db = lower(?) AND (? = '' OR lower(name) = lower(?)) ORDER BY name`, d.name, name, name)
+	if err != nil {
+		return nil, fmt.Errorf("reading views of %q: %w", d.name, err)
+	}
+	defer rows.Close()
+	var out []sql.ViewDefinition
+	for rows.Next() {
+		var v sql.ViewDefinition
+		if err := rows.Scan(&v.Name, &v.TextDefinition, &v.CreateViewStatement, &v.SqlMode); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// GetCollation implements sql.CollatedDatabase. ldpsql databases use the server default collation.
+func (d *Database) GetCollation(*sql.Context) sql.CollationID { return sql.Collation_Default }
+
+// SetCollation implements sql.CollatedDatabase; only the default collation is accepted.
+func (d *Database) SetCollation(_ *sql.Context, collation sql.CollationID) error {
+	if collation != sql.Collation_Default {
+		return fmt.Errorf("database %q: ldpsql supports only the default collation %s, not %s", d.name, sql.Collation_Default, collation)
+	}
+	return nil
+}
