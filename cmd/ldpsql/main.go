@@ -1,0 +1,91 @@
+// Command ldpsql is a MySQL-compatible SQL engine over DuckDB whose functions privatise data under local
+// differential privacy. Subcommands: serve, sql, demo, version. Run "ldpsql help" for examples.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/udf"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+const usage = `ldpsql — local differential privacy inside a SQL database.
+
+Usage:
+  ldpsql <command> [flags]
+
+Commands:
+  serve     serve the MySQL wire protocol
+  sql       run SQL statements in process (an interactive shell without -e)
+  demo      load the WDBC breast-cancer data, privatise its labels, print debiased frequencies
+  version   print the version
+
+Examples:
+  ldpsql demo
+  ldpsql serve --addr 127.0.0.1:3306 --db ./ldpsql.duckdb
+  mysql -h 127.0.0.1 -P 3306 -u root ldpsql
+  ldpsql sql --db ./ldpsql.duckdb -e "SELECT FLIP_LABEL(1, 1.0, 2)"
+  ldpsql sql --db :memory:
+
+Run "ldpsql <command> --help" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the process exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serveCmd(args[1:], stdout, stderr)
+	case "sql":
+		err = sqlCmd(args[1:], stdin, stdout, stderr)
+	case "demo":
+		err = demoCmd(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintf(stdout, "ldpsql %s\n", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "ldpsql: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ldpsql %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+// newFlagSet returns a flag set whose --help prints the command's usage and examples.
+func newFlagSet(name, summary, examples string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("ldpsql "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: ldpsql %s [flags]\n\n%s\n\nFlags:\n", name, summary)
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nExamples:\n%s", examples)
+	}
+	return fs
+}
+
+// openEngine opens the database file with every ldpsql SQL function installed.
+func openEngine(path string) (*engine.Engine, error) {
+	return engine.Open(path, engine.WithFunctions(udf.Functions()...))
+}

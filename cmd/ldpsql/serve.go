@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/ldpsql/ldpsql/engine"
+)
+
+func serveCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "Serve the MySQL wire protocol over a DuckDB file until SIGINT or SIGTERM.",
+		`  ldpsql serve
+  ldpsql serve --addr 127.0.0.1:3306 --db /var/lib/ldpsql/data.duckdb
+  LDPSQL_ROOT_PASSWORD=secret ldpsql serve --addr 0.0.0.0:3306
+`, stderr)
+	addr := fs.String("addr", "127.0.0.1:3306", "TCP address to listen on (port 0 picks a free port)")
+	db := fs.String("db", engine.DefaultPath, "DuckDB file (created if missing), or :memory:")
+	password := fs.String("root-password", os.Getenv("LDPSQL_ROOT_PASSWORD"),
+		"password of user root (default $LDPSQL_ROOT_PASSWORD); empty is allowed only on loopback addresses")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	e, err := openEngine(*db)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	srv, err := e.Serve(engine.ServerConfig{Addr: *addr, RootPassword: *password, Version: "8.0.31-ldpsql-" + version})
+	if err != nil {
+		return err
+	}
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- srv.Start() }()
+	fmt.Fprintf(stdout, "ldpsql %s listening on %s (database %s)\n", version, srv.Addr(), *db)
+	select {
+	case sig := <-signals:
+		fmt.Fprintf(stderr, "ldpsql: %s: shutting down\n", sig)
+		if err := srv.Close(); err != nil {
+			fmt.Fprintf(stderr, "ldpsql: closing server: %v\n", err)
+		}
+		<-done
+	case err := <-done:
+		if err != nil {
+			return err
+		}
+	}
+	// The deferred Close checkpoints and closes the DuckDB file.
+	if err := e.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stderr, "ldpsql: database closed cleanly")
+	return nil
+}

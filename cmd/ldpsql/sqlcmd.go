@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ldpsql/ldpsql/engine"
+)
+
+func sqlCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("sql", "Run SQL statements in process against a DuckDB file and print the results as tables.\nWithout -e, read statements (ending in ;) from standard input as an interactive shell.",
+		`  ldpsql sql -e "CREATE TABLE t (id INT PRIMARY KEY, y INT); INSERT INTO t VALUES (1, 0)"
+  ldpsql sql -e "SELECT y, FLIP_LABEL(y, 1.0, 2) FROM t"
+  ldpsql sql --db :memory:
+`, stderr)
+	db := fs.String("db", engine.DefaultPath, "DuckDB file (created if missing), or :memory:")
+	exec := fs.String("e", "", "statements to run, separated by ;")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	e, err := openEngine(*db)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	ctx := e.NewContext(context.Background())
+	if *exec != "" {
+		for _, stmt := range splitStatements(*exec) {
+			if err := runStatement(e, ctx, stmt, stdout); err != nil {
+				return err
+			}
+		}
+		return e.Close()
+	}
+	return shell(e, stdin, stdout, stderr)
+}
+
+// shell reads statements terminated by ';' and runs each; errors are printed and the shell goes on.
+func shell(e *engine.Engine, stdin io.Reader, stdout, stderr io.Writer) error {
+	ctx := e.NewContext(context.Background())
+	in := bufio.NewScanner(stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	fmt.Fprintf(stdout, "ldpsql %s on %s. End statements with ';'. Type 'exit' to quit.\n", version, e.Path())
+	var pending strings.Builder
+	prompt := func() {
+		if pending.Len() == 0 {
+			fmt.Fprint(stdout, "ldpsql> ")
+		} else {
+			fmt.Fprint(stdout, "     -> ")
+		}
+	}
+	prompt()
+	for in.Scan() {
+		line := in.Text()
+		if pending.Len() == 0 && (strings.TrimSpace(line) == "exit" || strings.TrimSpace(line) == "quit") {
+			break
+		}
+		pending.WriteString(line)
+		pending.WriteString("\n")
+		if stmts, rest := completeStatements(pending.String()); len(stmts) > 0 {
+			for _, stmt := range stmts {
+				if err := runStatement(e, ctx, stmt, stdout); err != nil {
+					fmt.Fprintf(stderr, "ERROR: %v\n", err)
+				}
+			}
+			pending.Reset()
+			pending.WriteString(rest)
+		}
+		prompt()
+	}
+	fmt.Fprintln(stdout)
+	if err := in.Err(); err != nil {
+		return err
+	}
+	return e.Close()
+}
+
+// runStatement runs one statement and prints its result.
+func runStatement(e *engine.Engine, ctx context.Context, stmt string, stdout io.Writer) error {
+	sctx := e.NewContext(ctx)
+	schema, rows, err := e.Query(sctx, stmt)
+	if err != nil {
+		return err
+	}
+	printTable(stdout, schema, rows)
+	return nil
+}
+
+// splitStatements splits SQL text at top-level semicolons (outside quotes and comments).
+func splitStatements(s string) []string {
+	stmts, rest := completeStatements(s)
+	if strings.TrimSpace(rest) != "" {
+		stmts = append(stmts, strings.TrimSpace(rest))
+	}
+	return stmts
+}
+
+// completeStatements returns the ;-terminated statements in s and the unterminated remainder.
+func completeStatements(s string) (stmts []string, rest string) {
+	var quote rune
+	start := 0
+	runes := []rune(s)
+	for i := 0; i < len(runes); i++ {
+		c := runes[i]
+		switch {
+		case quote != 0:
+			if c == '\\' && quote != '`' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"' || c == '`':
+			quote = c
+		case c == '-' && i+1 < len(runes) && runes[i+1] == '-', c == '#':
+			for i < len(runes) && runes[i] != '\n' {
+				i++
+			}
+		case c == ';':
+			if stmt := strings.TrimSpace(string(runes[start:i])); stmt != "" {
+				stmts = append(stmts, stmt)
+			}
+			start = i + 1
+		}
+	}
+	return stmts, string(runes[start:])
+}

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/dolthub/go-mysql-server/server"
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/vitess/go/mysql"
+)
+
+// ServerConfig configures the MySQL wire-protocol server.
+type ServerConfig struct {
+	// Addr is the TCP address to listen on, e.g. 127.0.0.1:3306. Ignored when Listener is set.
+	Addr string
+	// Listener, when set, is used instead of listening on Addr (tests pass a listener on port 0).
+	Listener net.Listener
+	// RootPassword is the password of the 'root' account. An empty password is accepted only when the
+	// server listens on a loopback address.
+	RootPassword string
+	// Version is advertised to clients.
+	Version string
+}
+
+// Server is a running MySQL wire-protocol server over an Engine.
+type Server struct {
+	gms  *server.Server
+	addr net.Addr
+}
+
+// Serve starts serving the engine over the MySQL wire protocol. It returns once the listener is open;
+// call Start on the result to accept connections.
+func (e *Engine) Serve(cfg ServerConfig) (*Server, error) {
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("listening on %s: %w", cfg.Addr, err)
+		}
+	}
+	if cfg.RootPassword == "" && !isLoopback(ln.Addr()) {
+		_ = ln.Close()
+		return nil, fmt.Errorf("refusing to serve on %s with an empty root password: set --root-password or LDPSQL_ROOT_PASSWORD, or listen on a loopback address", ln.Addr())
+	}
+	if err := e.SetRootPassword(cfg.RootPassword); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	s, err := server.NewServer(server.Config{
+		Protocol: "tcp",
+		Listener: ln,
+		Version:  cfg.Version,
+	}, e.GMS, sql.NewContext, e.sessionBuilder, nil)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("starting MySQL server: %w", err)
+	}
+	return &Server{gms: s, addr: ln.Addr()}, nil
+}
+
+// sessionBuilder gives each connection a session that knows its authenticated user, so GMS's grant
+// system applies, and that starts in DefaultDatabase.
+func (e *Engine) sessionBuilder(_ context.Context, conn *mysql.Conn, addr string) (sql.Session, error) {
+	client := sql.Client{Capabilities: conn.Capabilities}
+	if u, ok := conn.UserData.(sql.MysqlConnectionUser); ok {
+		client.User, client.Address = u.User, u.Host
+	}
+	s := sql.NewBaseSessionWithClientServer(addr, client, conn.ConnectionID)
+	s.SetCurrentDatabase(DefaultDatabase)
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.addr }
+
+// Start accepts connections until Close is called. It returns nil after a clean Close.
+func (s *Server) Start() error {
+	err := s.gms.Start()
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close stops accepting connections and closes the open ones. The engine stays open.
+func (s *Server) Close() error { return s.gms.Close() }
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}

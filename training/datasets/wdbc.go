@@ -1,0 +1,88 @@
+package datasets
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+//go:embed wdbc.csv
+var wdbcCSV []byte
+
+// WDBCFeatureNames are the 30 WDBC features, in file order, as SQL-friendly column names.
+var WDBCFeatureNames = func() []string {
+	base := []string{"radius", "texture", "perimeter", "area", "smoothness", "compactness", "concavity",
+		"concave_points", "symmetry", "fractal_dimension"}
+	var names []string
+	for _, group := range []string{"mean", "error", "worst"} {
+		for _, b := range base {
+			names = append(names, group+"_"+b)
+		}
+	}
+	return names
+}()
+
+// WDBCClassNames names the diagnosis labels: 0 = malignant, 1 = benign.
+var WDBCClassNames = []string{"malignant", "benign"}
+
+// WDBC is the breast-cancer data set: Features[i] has len(WDBCFeatureNames) values, Labels[i] is 0 or 1.
+type WDBC struct {
+	Features [][]float64
+	Labels   []int
+}
+
+// LoadWDBC parses the embedded copy of the WDBC data set.
+func LoadWDBC() (*WDBC, error) {
+	return ReadWDBC(bytes.NewReader(wdbcCSV))
+}
+
+// ReadWDBC parses WDBC in scikit-learn's CSV layout: a header "rows,features,class names...", then one
+// line per row with the features and the integer label last.
+func ReadWDBC(r io.Reader) (*WDBC, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	header, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("WDBC: reading header: %w", err)
+	}
+	if len(header) < 2 {
+		return nil, fmt.Errorf("WDBC: header %q: want rows,features,...", header)
+	}
+	rows, err1 := strconv.Atoi(header[0])
+	nf, err2 := strconv.Atoi(header[1])
+	if err1 != nil || err2 != nil || nf != len(WDBCFeatureNames) {
+		return nil, fmt.Errorf("WDBC: header %q: want %d features", header, len(WDBCFeatureNames))
+	}
+	d := &WDBC{}
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("WDBC line %d: %w", line, err)
+		}
+		if len(rec) != nf+1 {
+			return nil, fmt.Errorf("WDBC line %d: %d fields, want %d", line, len(rec), nf+1)
+		}
+		x := make([]float64, nf)
+		for j := 0; j < nf; j++ {
+			if x[j], err = strconv.ParseFloat(rec[j], 64); err != nil {
+				return nil, fmt.Errorf("WDBC line %d field %d: %w", line, j+1, err)
+			}
+		}
+		y, err := strconv.Atoi(rec[nf])
+		if err != nil || y < 0 || y >= len(WDBCClassNames) {
+			return nil, fmt.Errorf("WDBC line %d: label %q is not 0 or 1", line, rec[nf])
+		}
+		d.Features = append(d.Features, x)
+		d.Labels = append(d.Labels, y)
+	}
+	if len(d.Labels) != rows {
+		return nil, fmt.Errorf("WDBC: header announces %d rows, file has %d", rows, len(d.Labels))
+	}
+	return d, nil
+}

@@ -1,0 +1,20 @@
+package udf
+
+import (
+	"strconv"
+
+	"github.com/dolthub/go-mysql-server/sql"
+)
+
+// Functions returns ldpsql's SQL functions, ready for engine.WithFunctions. Calling it also declares the
+// aggregates to GMS's planner.
+func Functions() []sql.Function {
+	registerAggregates()
+	return []sql.Function{
+		sql.FunctionN{Name: "flip_label", Fn: NewFlipLabel},
+		sql.FunctionN{Name: "ldp_laplace", Fn: NewLDPLaplace},
+		sql.FunctionN{Name: "rr_frequency", Fn: NewRRFrequency},
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
