@@ -35,6 +35,16 @@ type Server struct {
 func (e *Engine) Serve(cfg ServerConfig) (*Server, error) {
 	ln := cfg.Listener
 	if ln == nil {
+		// Check the address before listening, so a refused configuration never opens a socket.
+		if cfg.RootPassword == "" {
+			tcp, err := net.ResolveTCPAddr("tcp", cfg.Addr)
+			if err != nil {
+				return nil, fmt.Errorf("address %q: %w", cfg.Addr, err)
+			}
+			if !isLoopback(tcp) {
+				return nil, errEmptyPassword(cfg.Addr)
+			}
+		}
 		var err error
 		if ln, err = net.Listen("tcp", cfg.Addr); err != nil {
 			return nil, fmt.Errorf("listening on %s: %w", cfg.Addr, err)
@@ -42,7 +52,7 @@ func (e *Engine) Serve(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.RootPassword == "" && !isLoopback(ln.Addr()) {
 		_ = ln.Close()
-		return nil, fmt.Errorf("refusing to serve on %s with an empty root password: set --root-password or LDPSQL_ROOT_PASSWORD, or listen on a loopback address", ln.Addr())
+		return nil, errEmptyPassword(ln.Addr().String())
 	}
 	if err := e.SetRootPassword(cfg.RootPassword); err != nil {
 		_ = ln.Close()
@@ -86,6 +96,10 @@ func (s *Server) Start() error {
 
 // Close stops accepting connections and closes the open ones. The engine stays open.
 func (s *Server) Close() error { return s.gms.Close() }
+
+func errEmptyPassword(addr string) error {
+	return fmt.Errorf("refusing to serve on %s with an empty root password: set --root-password or LDPSQL_ROOT_PASSWORD, or listen on a loopback address such as 127.0.0.1", addr)
+}
 
 func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/expression"
 	"github.com/shopspring/decimal"
 )
 
@@ -139,6 +140,19 @@ func toK(ctx *sql.Context, fn string, v any) (int, error) {
 		return 0, argError(fn, "K", v, "the number of classes must be an integer ≥ 2")
 	}
 	return int(k), nil
+}
+
+// literalArgs returns the values of expressions that are non-NULL literals (constants, including bind
+// parameters after binding), so a function can validate them once instead of on every row.
+func literalArgs(exprs ...sql.Expression) (vals []any, ok bool) {
+	for _, e := range exprs {
+		lit, isLit := e.(*expression.Literal)
+		if !isLit || lit.Value() == nil {
+			return nil, false
+		}
+		vals = append(vals, lit.Value())
+	}
+	return vals, true
 }
 
 // evalArgs evaluates every argument expression against the row.

@@ -14,7 +14,8 @@ import (
 // eps-LDP for the label. NULL in gives NULL out.
 type FlipLabel struct {
 	scalar
-	last atomic.Pointer[mechanisms.KRR] // the randomiser for the last (eps, K) seen; usually constant
+	constant *mechanisms.KRR                // set when eps and K are valid literals: no per-row conversion
+	last     atomic.Pointer[mechanisms.KRR] // otherwise, the randomiser for the last (eps, K) seen
 }
 
 var _ sql.FunctionExpression = (*FlipLabel)(nil)
@@ -23,7 +24,15 @@ var _ sql.NonDeterministicExpression = (*FlipLabel)(nil)
 // NewFlipLabel builds FLIP_LABEL(y, eps, K).
 func NewFlipLabel(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	f := &FlipLabel{scalar: scalar{name: "flip_label", args: args}}
-	return f, f.checkArity(3)
+	if err := f.checkArity(3); err != nil {
+		return nil, err
+	}
+	if lits, ok := literalArgs(args[1], args[2]); ok {
+		if krr, err := f.randomiser(sql.NewEmptyContext(), lits[0], lits[1]); err == nil {
+			f.constant = krr
+		}
+	}
+	return f, nil
 }
 
 // Description implements sql.FunctionExpression.
@@ -41,36 +50,60 @@ func (f *FlipLabel) WithChildren(ctx *sql.Context, children ...sql.Expression) (
 
 // Eval implements sql.Expression.
 func (f *FlipLabel) Eval(ctx *sql.Context, row sql.Row) (any, error) {
-	vals, err := evalArgs(ctx, row, f.args)
-	if err != nil || hasNull(vals) {
-		return nil, err
-	}
 	const fn = "FLIP_LABEL"
-	eps, err := toEpsilon(ctx, fn, vals[1])
+	yv, err := f.args[0].Eval(ctx, row)
 	if err != nil {
 		return nil, err
 	}
-	k, err := toK(ctx, fn, vals[2])
-	if err != nil {
-		return nil, err
-	}
-	y, err := toInt(ctx, fn, "y", vals[0])
-	if err != nil {
-		return nil, err
-	}
-	if y < 0 || y >= int64(k) {
-		return nil, argError(fn, "y", vals[0], "the label must be an integer in 0..K-1 (K = "+itoa(k)+")")
-	}
-	krr := f.last.Load()
-	if krr == nil || krr.Epsilon() != eps || krr.K() != k {
-		if krr, err = mechanisms.NewKRR(eps, k); err != nil {
-			return nil, argError(fn, "eps", vals[1], err.Error())
+	krr := f.constant
+	if krr == nil {
+		epsv, err := f.args[1].Eval(ctx, row)
+		if err != nil {
+			return nil, err
 		}
-		f.last.Store(krr)
+		kv, err := f.args[2].Eval(ctx, row)
+		if err != nil || epsv == nil || kv == nil {
+			return nil, err
+		}
+		if krr, err = f.randomiser(ctx, epsv, kv); err != nil {
+			return nil, err
+		}
+	}
+	if yv == nil {
+		return nil, nil
+	}
+	y, err := toInt(ctx, fn, "y", yv)
+	if err != nil {
+		return nil, err
+	}
+	if y < 0 || y >= int64(krr.K()) {
+		return nil, argError(fn, "y", yv, "the label must be an integer in 0..K-1 (K = "+itoa(krr.K())+")")
 	}
 	out, err := krr.Randomise(int(y), mechanisms.CryptoSource())
 	if err != nil {
 		return nil, err
 	}
 	return int64(out), nil
+}
+
+// randomiser validates eps and K and returns the k-RR randomiser for them, reusing the last one.
+func (f *FlipLabel) randomiser(ctx *sql.Context, epsv, kv any) (*mechanisms.KRR, error) {
+	const fn = "FLIP_LABEL"
+	eps, err := toEpsilon(ctx, fn, epsv)
+	if err != nil {
+		return nil, err
+	}
+	k, err := toK(ctx, fn, kv)
+	if err != nil {
+		return nil, err
+	}
+	if krr := f.last.Load(); krr != nil && krr.Epsilon() == eps && krr.K() == k {
+		return krr, nil
+	}
+	krr, err := mechanisms.NewKRR(eps, k)
+	if err != nil {
+		return nil, argError(fn, "eps", epsv, err.Error())
+	}
+	f.last.Store(krr)
+	return krr, nil
 }

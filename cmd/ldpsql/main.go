@@ -25,6 +25,7 @@ Commands:
   serve     serve the MySQL wire protocol
   sql       run SQL statements in process (an interactive shell without -e)
   demo      load the WDBC breast-cancer data, privatise its labels, print debiased frequencies
+  bench     measure INSERT and FLIP_LABEL throughput on this machine
   version   print the version
 
 Examples:
@@ -55,6 +56,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = sqlCmd(args[1:], stdin, stdout, stderr)
 	case "demo":
 		err = demoCmd(args[1:], stdout, stderr)
+	case "bench":
+		err = benchCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "ldpsql %s\n", version)
 	case "help", "-h", "--help":
