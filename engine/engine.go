@@ -11,7 +11,10 @@ import (
 	sqle "github.com/dolthub/go-mysql-server"
 	gmsdriver "github.com/dolthub/go-mysql-server/driver"
 	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/analyzer"
 	"github.com/dolthub/go-mysql-server/sql/mysql_db"
+	"github.com/dolthub/go-mysql-server/sql/plan"
+	"github.com/dolthub/go-mysql-server/sql/transform"
 	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" database/sql driver
 )
 
@@ -92,7 +95,7 @@ func (e *Engine) init(opts []Option) error {
 	if err := e.ensureDefaultDatabase(); err != nil {
 		return err
 	}
-	e.GMS = sqle.NewDefault(p)
+	e.GMS = sqle.New(analyzer.NewBuilder(p).AddPreAnalyzeRule(ruleRejectRollback, rejectRollback).Build(), nil)
 	if err := e.loadUsers(); err != nil {
 		return err
 	}
@@ -102,6 +105,22 @@ func (e *Engine) init(opts []Option) error {
 		}
 	}
 	return nil
+}
+
+// ruleRejectRollback is the analyzer rule id of rejectRollback, far from GMS's own ids.
+const ruleRejectRollback analyzer.RuleId = 100_000
+
+// errNoRollback explains why ROLLBACK fails rather than silently keeping the changes.
+var errNoRollback = errors.New("ROLLBACK is not supported: ldpsql commits every statement on its own when it completes, so there is nothing to roll back (multi-statement transactions are not implemented yet)")
+
+// rejectRollback fails ROLLBACK statements. Each statement commits on its own, so a ROLLBACK that
+// succeeded silently would let a client believe changes were undone when they were not.
+func rejectRollback(_ *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
+	switch n.(type) {
+	case *plan.Rollback, *plan.RollbackSavepoint:
+		return nil, transform.SameTree, errNoRollback
+	}
+	return n, transform.SameTree, nil
 }
 
 // ensureDefaultDatabase creates DefaultDatabase the first time a file is opened.

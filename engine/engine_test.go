@@ -143,3 +143,51 @@ func TestQueriesAndDDL(t *testing.T) {
 		t.Fatalf("unsupported type: %v", err)
 	}
 }
+
+func TestRollbackIsRefused(t *testing.T) {
+	e := openT(t, MemoryPath)
+	defer e.Close()
+	mustQuery(t, e, "CREATE TABLE r (id INT PRIMARY KEY)")
+	mustQuery(t, e, "START TRANSACTION")
+	mustQuery(t, e, "INSERT INTO r VALUES (1)")
+	if _, _, err := e.Query(e.NewContext(context.Background()), "ROLLBACK"); err == nil || !strings.Contains(err.Error(), "commits every statement") {
+		t.Fatalf("ROLLBACK: %v", err)
+	}
+	mustQuery(t, e, "COMMIT")
+	if r := mustQuery(t, e, "SELECT COUNT(*) FROM r"); r[0][0] != int64(1) {
+		t.Fatalf("%v", r)
+	}
+}
+
+func TestUsersViewsAndDatabaseSQLPersist(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.duckdb")
+	e := openT(t, path)
+	mustQuery(t, e, "CREATE TABLE base (id INT PRIMARY KEY, y INT)")
+	mustQuery(t, e, "INSERT INTO base VALUES (1, 10), (2, 20)")
+	mustQuery(t, e, "CREATE VIEW big AS SELECT id FROM base WHERE y > 15")
+	mustQuery(t, e, "CREATE USER analyst@'%' IDENTIFIED BY 'pw'")
+	mustQuery(t, e, "GRANT SELECT ON ldpsql.* TO analyst@'%'")
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = openT(t, path)
+	defer e.Close()
+	if got := rowsString(mustQuery(t, e, "SELECT * FROM big")); got != "2\n" {
+		t.Fatalf("view after restart: %q", got)
+	}
+	grants := rowsString(mustQuery(t, e, "SHOW GRANTS FOR analyst@'%'"))
+	if !strings.Contains(grants, "GRANT SELECT ON `ldpsql`.* TO `analyst`@`%`") {
+		t.Fatalf("grants after restart:\n%s", grants)
+	}
+	// The in-process database/sql handle sees the same data.
+	var n int
+	if err := e.DB().QueryRow("SELECT COUNT(*) FROM base").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("database/sql: %d, %v", n, err)
+	}
+	if _, err := e.DB().Exec("INSERT INTO base VALUES (3, 30)"); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustQuery(t, e, "SELECT COUNT(*) FROM base"); r[0][0] != int64(3) {
+		t.Fatalf("insert through database/sql not visible: %v", r)
+	}
+}

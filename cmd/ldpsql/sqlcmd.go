@@ -67,7 +67,9 @@ func shell(e *engine.Engine, stdin io.Reader, stdout, stderr io.Writer) error {
 				}
 			}
 			pending.Reset()
-			pending.WriteString(rest)
+			if strings.TrimSpace(rest) != "" {
+				pending.WriteString(rest)
+			}
 		}
 		prompt()
 	}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every ldpsql test. It first installs what the tests need and the repository cannot carry:
+# the mysql command-line client (Debian package mariadb-client), which the integration tests drive.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v mysql >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing mariadb-client (the mysql client the integration tests use)" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-client >/dev/null
+  else
+    echo "scripts/test.sh: the mysql client is missing; install it (apt-get install mariadb-client)" >&2
+    echo "or the mysql-client test is skipped (outside CI)" >&2
+  fi
+fi
+
+go vet ./...
+go test ./...
