@@ -16,9 +16,10 @@ type Database struct {
 	p    *Provider
 	name string
 
-	mu     sync.Mutex
-	loaded bool
-	tables map[string]*tableDef // by lower-case name
+	mu        sync.Mutex
+	loaded    bool
+	tables    map[string]*tableDef          // by lower-case name
+	viewCache map[string]sql.ViewDefinition // by lower-case name; nil until loaded
 }
 
 // tableDef is the cached definition of one table. The DuckDB file is opened by one process only (DuckDB
@@ -30,6 +31,22 @@ type tableDef struct {
 
 	autoMu   sync.Mutex
 	autoNext uint64 // next AUTO_INCREMENT value; 0 until first needed
+
+	countMu  sync.Mutex
+	rowCount int64  // cached row count, -1 when unknown
+	writeGen uint64 // incremented after every committed write, so a count read concurrently is not cached
+}
+
+func newTableDef(name string, schema sql.PrimaryKeySchema, comment string) *tableDef {
+	return &tableDef{name: name, schema: schema, comment: comment, rowCount: -1}
+}
+
+// wrote invalidates the cached row count; call it after a write commits or rolls back.
+func (def *tableDef) wrote() {
+	def.countMu.Lock()
+	def.writeGen++
+	def.rowCount = -1
+	def.countMu.Unlock()
 }
 
 var _ sql.Database = (*Database)(nil)
@@ -124,11 +141,7 @@ func (d *Database) CreateTable(ctx *sql.Context, name string, schema sql.Primary
 		c.DatabaseSource = d.name
 		stored[i] = c
 	}
-	d.tables[strings.ToLower(name)] = &tableDef{
-		name:    name,
-		schema:  sql.NewPrimaryKeySchema(stored, schema.PkOrdinals...),
-		comment: comment,
-	}
+	d.tables[strings.ToLower(name)] = newTableDef(name, sql.NewPrimaryKeySchema(stored, schema.PkOrdinals...), comment)
 	return nil
 }
 
@@ -243,7 +256,7 @@ func (d *Database) loadLocked(ctx *sql.Context) error {
 				}
 			}
 		}
-		d.tables[strings.ToLower(tbl)] = &tableDef{name: tbl, schema: sql.NewPrimaryKeySchema(schema, ordinals...), comment: comments[tbl]}
+		d.tables[strings.ToLower(tbl)] = newTableDef(tbl, sql.NewPrimaryKeySchema(schema, ordinals...), comments[tbl])
 	}
 	d.loaded = true
 	return nil

@@ -33,7 +33,8 @@ type Engine struct {
 	GMS *sqle.Engine
 	// Provider serves the databases and the registered functions and procedures.
 	Provider *Provider
-	// DuckDB is the underlying DuckDB handle. Writing to it directly bypasses GMS's view of the schema.
+	// DuckDB is the underlying DuckDB handle. Writing to ldpsql's tables through it directly bypasses the
+	// engine's caches (schemas, row counts): only bulk-load a table this way right after creating it.
 	DuckDB *gosql.DB
 
 	path      string

@@ -93,8 +93,8 @@ func (t *Table) Partitions(*sql.Context) (sql.PartitionIter, error) {
 	return sql.PartitionsToPartitionIter(partition{}), nil
 }
 
-// PartitionRows implements sql.Table.
-func (t *Table) PartitionRows(ctx *sql.Context, _ sql.Partition) (sql.RowIter, error) {
+// PartitionRows implements sql.Table. A lookupPartition restricts the scan to an index lookup.
+func (t *Table) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter, error) {
 	schema := t.Schema(ctx)
 	cols := make([]string, len(schema))
 	for i, c := range schema {
@@ -104,7 +104,19 @@ func (t *Table) PartitionRows(ctx *sql.Context, _ sql.Partition) (sql.RowIter, e
 	if len(cols) == 0 {
 		selectList = "1" // spool rows, no columns (e.g. COUNT(*))
 	}
-	rows, err := t.db.p.db.QueryContext(ctx, "SELECT "+selectList+" FROM "+t.qualified())
+	query := "SELECT " + selectList + " FROM " + t.qualified()
+	var args []any
+	if lp, ok := part.(lookupPartition); ok {
+		where, whereArgs, err := t.rangePredicate(ctx, lp.lookup)
+		if err != nil {
+			return nil, err
+		}
+		if where != "" {
+			query += " WHERE " + where
+			args = whereArgs
+		}
+	}
+	rows, err := t.db.p.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("scanning table %q: %w", t.def.name, err)
 	}
@@ -164,6 +176,7 @@ func (t *Table) Replacer(*sql.Context) sql.RowReplacer { return newTableEditor(t
 
 // Truncate implements sql.TruncateableTable.
 func (t *Table) Truncate(ctx *sql.Context) (int, error) {
+	defer t.def.wrote()
 	res, err := t.db.p.db.ExecContext(ctx, "DELETE FROM "+t.qualified())
 	if err != nil {
 		return 0, fmt.Errorf("truncating table %q: %w", t.def.name, err)
@@ -260,3 +273,30 @@ func (t *Table) noteInserted(ctx *sql.Context, row sql.Row) error {
 	}
 	return nil
 }
+
+var _ sql.StatisticsTable = (*Table)(nil)
+
+// RowCount implements sql.StatisticsTable, so GMS answers SELECT COUNT(*) without streaming every row
+// and can cost index lookups. The count is cached until the next write through a table editor (GMS asks
+// for it while planning every query on the table).
+func (t *Table) RowCount(ctx *sql.Context) (uint64, bool, error) {
+	def := t.def
+	def.countMu.Lock()
+	n, gen := def.rowCount, def.writeGen
+	def.countMu.Unlock()
+	if n >= 0 {
+		return uint64(n), true, nil
+	}
+	if err := t.db.p.db.QueryRowContext(ctx, "SELECT count(*) FROM "+t.qualified()).Scan(&n); err != nil {
+		return 0, false, fmt.Errorf("counting rows of %q: %w", def.name, err)
+	}
+	def.countMu.Lock()
+	if def.writeGen == gen {
+		def.rowCount = n
+	}
+	def.countMu.Unlock()
+	return uint64(n), true, nil
+}
+
+// DataLength implements sql.StatisticsTable; DuckDB does not report a per-table size cheaply.
+func (t *Table) DataLength(*sql.Context) (uint64, error) { return 0, nil }

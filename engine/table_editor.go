@@ -89,6 +89,7 @@ func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
 	conn := e.conn
 	e.conn = nil
 	defer conn.Close()
+	defer e.t.def.wrote() // after the commit or rollback, so no stale count is cached
 	err := e.closeAppender()
 	for _, stmt := range []*gosql.Stmt{e.deleteSQL, e.updateSQL} {
 		if stmt != nil {

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/dolthub/go-mysql-server/sql"
 )
@@ -28,6 +30,7 @@ func (d *Database) CreateView(ctx *sql.Context, name string, selectStatement, cr
 	mode := sql.LoadSqlMode(ctx).String()
 	_, err := d.p.db.ExecContext(ctx, `INSERT INTO `+viewsTable+` VALUES (lower(?), ?, ?, ?, ?)`,
 		d.name, name, selectStatement, createViewStmt, mode)
+	d.forgetViews()
 	if err != nil {
 		return fmt.Errorf("creating view %q: %w", name, err)
 	}
@@ -37,6 +40,7 @@ func (d *Database) CreateView(ctx *sql.Context, name string, selectStatement, cr
 // DropView implements sql.ViewDatabase.
 func (d *Database) DropView(ctx *sql.Context, name string) error {
 	res, err := d.p.db.ExecContext(ctx, `DELETE FROM `+viewsTable+` WHERE db = lower(?) AND lower(name) = lower(?)`, d.name, name)
+	d.forgetViews()
 	if err != nil {
 		return fmt.Errorf("dropping view %q: %w", name, err)
 	}
@@ -46,36 +50,64 @@ func (d *Database) DropView(ctx *sql.Context, name string) error {
 	return nil
 }
 
-// GetViewDefinition implements sql.ViewDatabase.
+// GetViewDefinition implements sql.ViewDatabase. GMS asks for every table name a query mentions, so
+// the answer comes from a cache loaded once.
 func (d *Database) GetViewDefinition(ctx *sql.Context, viewName string) (sql.ViewDefinition, bool, error) {
-	views, err := d.views(ctx, viewName)
-	if err != nil || len(views) == 0 {
+	views, err := d.views(ctx)
+	if err != nil {
 		return sql.ViewDefinition{}, false, err
 	}
-	return views[0], true, nil
+	v, ok := views[strings.ToLower(viewName)]
+	return v, ok, nil
 }
 
 // AllViews implements sql.ViewDatabase.
 func (d *Database) AllViews(ctx *sql.Context) ([]sql.ViewDefinition, error) {
-	return d.views(ctx, "")
+	views, err := d.views(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sql.ViewDefinition, 0, len(views))
+	for _, v := range views {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }
 
-func (d *Database) views(ctx *sql.Context, name string) ([]sql.ViewDefinition, error) {
+// views returns the cached views of this database by lower-case name, loading them once.
+func (d *Database) views(ctx *sql.Context) (map[string]sql.ViewDefinition, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.viewCache != nil {
+		return d.viewCache, nil
+	}
 	rows, err := d.p.db.QueryContext(ctx, `SELECT name, text_definition, create_statement, sql_mode FROM `+viewsTable+`
-		WHERE db = lower(?) AND (? = '' OR lower(name) = lower(?)) ORDER BY name`, d.name, name, name)
+		WHERE db = lower(?)`, d.name)
 	if err != nil {
 		return nil, fmt.Errorf("reading views of %q: %w", d.name, err)
 	}
 	defer rows.Close()
-	var out []sql.ViewDefinition
+	cache := map[string]sql.ViewDefinition{}
 	for rows.Next() {
 		var v sql.ViewDefinition
 		if err := rows.Scan(&v.Name, &v.TextDefinition, &v.CreateViewStatement, &v.SqlMode); err != nil {
 			return nil, err
 		}
-		out = append(out, v)
+		cache[strings.ToLower(v.Name)] = v
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	d.viewCache = cache
+	return cache, nil
+}
+
+// forgetViews drops the view cache after a change.
+func (d *Database) forgetViews() {
+	d.mu.Lock()
+	d.viewCache = nil
+	d.mu.Unlock()
 }
 
 // GetCollation implements sql.CollatedDatabase. ldpsql databases use the server default collation.

@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/expression"
+)
+
+// The primary key of a table is exposed to GMS as an index, so that the planner pushes equality and range
+// filters on it (WHERE id = 5, id BETWEEN 10 AND 20, id IN (...)) down into the DuckDB query instead of
+// scanning the whole table. DuckDB's ART index on the primary key then answers them.
+
+var _ sql.IndexAddressableTable = (*Table)(nil)
+var _ sql.IndexedTable = (*indexedTable)(nil)
+
+// primaryIndex is the PRIMARY index of a table.
+type primaryIndex struct {
+	t     *Table
+	exprs []sql.Expression
+}
+
+var _ sql.Index = (*primaryIndex)(nil)
+
+func (t *Table) primaryIndex() *primaryIndex {
+	schema := t.def.schema
+	if len(schema.PkOrdinals) == 0 {
+		return nil
+	}
+	idx := &primaryIndex{t: t}
+	for _, ord := range schema.PkOrdinals {
+		col := schema.Schema[ord]
+		idx.exprs = append(idx.exprs, expression.NewGetFieldWithTable(ord, 0, col.Type, t.db.name, t.def.name, col.Name, col.Nullable))
+	}
+	return idx
+}
+
+// GetIndexes implements sql.IndexAddressable.
+func (t *Table) GetIndexes(*sql.Context) ([]sql.Index, error) {
+	if idx := t.primaryIndex(); idx != nil {
+		return []sql.Index{idx}, nil
+	}
+	return nil, nil
+}
+
+// IndexedAccess implements sql.IndexAddressable.
+func (t *Table) IndexedAccess(_ *sql.Context, lookup sql.IndexLookup) sql.IndexedTable {
+	if _, ok := lookup.Index.(*primaryIndex); !ok {
+		return nil
+	}
+	return &indexedTable{Table: t, lookup: lookup}
+}
+
+// PreciseMatch implements sql.IndexAddressable: the DuckDB predicate is exactly the range, so GMS need
+// not filter the rows again.
+func (t *Table) PreciseMatch() bool { return true }
+
+func (i *primaryIndex) ID() string       { return "PRIMARY" }
+func (i *primaryIndex) Database() string { return i.t.db.name }
+func (i *primaryIndex) Table() string    { return i.t.def.name }
+func (i *primaryIndex) Expressions() []string {
+	out := make([]string, len(i.exprs))
+	for j, e := range i.exprs {
+		out[j] = e.String()
+	}
+	return out
+}
+func (i *primaryIndex) IsUnique() bool                        { return true }
+func (i *primaryIndex) IsSpatial() bool                       { return false }
+func (i *primaryIndex) IsFullText() bool                      { return false }
+func (i *primaryIndex) IsVector() bool                        { return false }
+func (i *primaryIndex) Comment() string                       { return "" }
+func (i *primaryIndex) IndexType() string                     { return "BTREE" }
+func (i *primaryIndex) IsGenerated() bool                     { return false }
+func (i *primaryIndex) PrefixLengths() []uint16               { return nil }
+func (i *primaryIndex) CanSupportOrderBy(sql.Expression) bool { return false }
+func (i *primaryIndex) CanSupport(_ *sql.Context, ranges ...sql.Range) bool {
+	for _, r := range ranges {
+		if _, ok := r.(sql.MySQLRange); !ok {
+			return false
+		}
+	}
+	return true
+}
+func (i *primaryIndex) ColumnExpressionTypes(ctx *sql.Context) []sql.ColumnExpressionType {
+	out := make([]sql.ColumnExpressionType, len(i.exprs))
+	for j, e := range i.exprs {
+		out[j] = sql.ColumnExpressionType{Expression: e.String(), Type: e.Type(ctx)}
+	}
+	return out
+}
+
+// indexedTable is a Table scan restricted to an index lookup.
+type indexedTable struct {
+	*Table
+	lookup sql.IndexLookup
+}
+
+// LookupPartitions implements sql.IndexedTable.
+func (it *indexedTable) LookupPartitions(_ *sql.Context, lookup sql.IndexLookup) (sql.PartitionIter, error) {
+	return sql.PartitionsToPartitionIter(lookupPartition{lookup}), nil
+}
+
+// WithProjections keeps the lookup when GMS prunes columns.
+func (it *indexedTable) WithProjections(ctx *sql.Context, colNames []string) (sql.Table, error) {
+	t, err := it.Table.WithProjections(ctx, colNames)
+	if err != nil {
+		return nil, err
+	}
+	return &indexedTable{Table: t.(*Table), lookup: it.lookup}, nil
+}
+
+type lookupPartition struct{ lookup sql.IndexLookup }
+
+func (lookupPartition) Key() []byte { return []byte("lookup") }
+
+// rangePredicate turns an index lookup into a DuckDB WHERE clause with parameters: OR over the ranges,
+// AND over the key columns of each.
+func (t *Table) rangePredicate(ctx *sql.Context, lookup sql.IndexLookup) (string, []any, error) {
+	if lookup.IsEmptyRange {
+		return "FALSE", nil, nil
+	}
+	ranges, ok := lookup.Ranges.(sql.MySQLRangeCollection)
+	if !ok {
+		return "", nil, fmt.Errorf("unsupported index lookup %T on %q", lookup.Ranges, t.def.name)
+	}
+	schema := t.def.schema
+	var ors []string
+	var args []any
+	for _, r := range ranges {
+		var ands []string
+		for j, colExpr := range r {
+			if j >= len(schema.PkOrdinals) {
+				return "", nil, fmt.Errorf("index lookup on %q has more columns than its primary key", t.def.name)
+			}
+			col := schema.Schema[schema.PkOrdinals[j]]
+			cond, condArgs, err := cutPredicate(ctx, quoteIdent(col.Name), col.Type, colExpr)
+			if err != nil {
+				return "", nil, err
+			}
+			if cond != "" {
+				ands = append(ands, cond)
+				args = append(args, condArgs...)
+			}
+		}
+		if len(ands) == 0 {
+			return "", nil, nil // this range is everything
+		}
+		ors = append(ors, "("+strings.Join(ands, " AND ")+")")
+	}
+	if len(ors) == 0 {
+		return "FALSE", nil, nil
+	}
+	return strings.Join(ors, " OR "), args, nil
+}
+
+// cutPredicate is the predicate for one column's range, "" when it is unbounded.
+func cutPredicate(ctx *sql.Context, col string, typ sql.Type, r sql.MySQLRangeColumnExpr) (string, []any, error) {
+	var conds []string
+	var args []any
+	includesNull := false
+	switch lo := r.LowerBound.(type) {
+	case sql.BelowNull:
+		includesNull = true
+	case sql.AboveNull:
+	case sql.Below:
+		v, err := toDuck(ctx, typ, lo.Key)
+		if err != nil {
+			return "", nil, err
+		}
+		conds, args = append(conds, col+" >= ?"), append(args, v)
+	case sql.Above:
+		v, err := toDuck(ctx, typ, lo.Key)
+		if err != nil {
+			return "", nil, err
+		}
+		conds, args = append(conds, col+" > ?"), append(args, v)
+	case sql.AboveAll:
+		return "FALSE", nil, nil
+	default:
+		return "", nil, fmt.Errorf("unsupported range bound %T", lo)
+	}
+	switch hi := r.UpperBound.(type) {
+	case sql.AboveAll:
+		if includesNull {
+			return "", nil, nil
+		}
+		if len(conds) == 0 {
+			conds = append(conds, col+" IS NOT NULL")
+		}
+	case sql.AboveNull:
+		if includesNull {
+			return col + " IS NULL", nil, nil
+		}
+		return "FALSE", nil, nil
+	case sql.BelowNull:
+		return "FALSE", nil, nil
+	case sql.Below:
+		v, err := toDuck(ctx, typ, hi.Key)
+		if err != nil {
+			return "", nil, err
+		}
+		conds, args = append(conds, col+" < ?"), append(args, v)
+	case sql.Above:
+		v, err := toDuck(ctx, typ, hi.Key)
+		if err != nil {
+			return "", nil, err
+		}
+		conds, args = append(conds, col+" <= ?"), append(args, v)
+	default:
+		return "", nil, fmt.Errorf("unsupported range bound %T", hi)
+	}
+	cond := strings.Join(conds, " AND ")
+	if includesNull {
+		cond = "(" + col + " IS NULL OR " + cond + ")"
+	}
+	return cond, args, nil
+}
