@@ -15,6 +15,8 @@ import (
 type Database struct {
 	p    *Provider
 	name string
+	// readOnly marks the catalog database: clients may read its ldp_ tables and change nothing.
+	readOnly bool
 
 	mu        sync.Mutex
 	loaded    bool
@@ -53,6 +55,15 @@ var _ sql.Database = (*Database)(nil)
 var _ sql.TableCreator = (*Database)(nil)
 var _ sql.TableDropper = (*Database)(nil)
 var _ sql.TableRenamer = (*Database)(nil)
+var _ sql.ReadOnlyDatabase = (*Database)(nil)
+
+// IsReadOnly implements sql.ReadOnlyDatabase.
+func (d *Database) IsReadOnly() bool { return d.readOnly }
+
+// errReadOnly is returned for any change a client attempts in the catalog database.
+func (d *Database) errReadOnly() error {
+	return fmt.Errorf("database %s is read-only: it is changed only by ldpsql's procedures (CALL ldp_...)", d.name)
+}
 
 func newDatabase(p *Provider, name string) *Database {
 	return &Database{p: p, name: name, tables: map[string]*tableDef{}}
@@ -92,6 +103,9 @@ func (d *Database) GetTableNames(ctx *sql.Context) ([]string, error) {
 
 // CreateTable implements sql.TableCreator. The DDL and the column metadata commit together.
 func (d *Database) CreateTable(ctx *sql.Context, name string, schema sql.PrimaryKeySchema, _ sql.CollationID, comment string) error {
+	if d.readOnly {
+		return d.errReadOnly()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.loadLocked(ctx); err != nil {
@@ -147,6 +161,9 @@ func (d *Database) CreateTable(ctx *sql.Context, name string, schema sql.Primary
 
 // DropTable implements sql.TableDropper.
 func (d *Database) DropTable(ctx *sql.Context, name string) error {
+	if d.readOnly {
+		return d.errReadOnly()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.loadLocked(ctx); err != nil {
@@ -165,6 +182,9 @@ func (d *Database) DropTable(ctx *sql.Context, name string) error {
 
 // RenameTable implements sql.TableRenamer.
 func (d *Database) RenameTable(ctx *sql.Context, oldName, newName string) error {
+	if d.readOnly {
+		return d.errReadOnly()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.loadLocked(ctx); err != nil {
@@ -246,6 +266,9 @@ func (d *Database) loadLocked(ctx *sql.Context) error {
 		return err
 	}
 	for _, tbl := range order {
+		if d.readOnly && !strings.HasPrefix(tbl, CatalogTablePrefix) {
+			continue // internal catalog tables (settings, views) stay hidden
+		}
 		schema := cols[tbl]
 		var ordinals []int
 		for _, pkCol := range pks[tbl] {

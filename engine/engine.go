@@ -33,6 +33,8 @@ type Engine struct {
 	GMS *sqle.Engine
 	// Provider serves the databases and the registered functions and procedures.
 	Provider *Provider
+	// Catalog holds the registered mechanisms and fitted models.
+	Catalog *Catalog
 	// DuckDB is the underlying DuckDB handle. Writing to ldpsql's tables through it directly bypasses the
 	// engine's caches (schemas, row counts): only bulk-load a table this way right after creating it.
 	DuckDB *gosql.DB
@@ -85,7 +87,7 @@ func Open(path string, opts ...Option) (*Engine, error) {
 func (e *Engine) init(opts []Option) error {
 	if _, err := e.DuckDB.Exec(`CREATE SCHEMA IF NOT EXISTS ` + CatalogSchema + `;
 		CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.settings (key VARCHAR PRIMARY KEY, value BLOB);
-		` + createViewsTable); err != nil {
+		` + createViewsTable + `;` + createCatalogTables); err != nil {
 		return fmt.Errorf("creating ldpsql catalog in %q: %w", e.path, err)
 	}
 	p, err := newProvider(e.DuckDB)
@@ -93,6 +95,7 @@ func (e *Engine) init(opts []Option) error {
 		return err
 	}
 	e.Provider = p
+	e.Catalog = &Catalog{db: e.DuckDB}
 	if err := e.ensureDefaultDatabase(); err != nil {
 		return err
 	}

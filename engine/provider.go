@@ -59,6 +59,9 @@ func newProvider(db *gosql.DB) (*Provider, error) {
 		}
 		p.databases[strings.ToLower(name)] = newDatabase(p, name)
 	}
+	catalog := newDatabase(p, CatalogSchema)
+	catalog.readOnly = true
+	p.databases[CatalogSchema] = catalog
 	return p, rows.Err()
 }
 
@@ -116,6 +119,9 @@ func (p *Provider) DropDatabase(_ *sql.Context, name string) error {
 	db, ok := p.databases[strings.ToLower(name)]
 	if !ok {
 		return sql.ErrDatabaseNotFound.New(name)
+	}
+	if db.readOnly {
+		return db.errReadOnly()
 	}
 	if _, err := p.db.Exec("DROP SCHEMA " + quoteIdent(db.name) + " CASCADE"); err != nil {
 		return fmt.Errorf("dropping database %q: %w", name, err)

@@ -176,6 +176,9 @@ func (t *Table) Replacer(*sql.Context) sql.RowReplacer { return newTableEditor(t
 
 // Truncate implements sql.TruncateableTable.
 func (t *Table) Truncate(ctx *sql.Context) (int, error) {
+	if t.db.readOnly {
+		return 0, t.db.errReadOnly()
+	}
 	defer t.def.wrote()
 	res, err := t.db.p.db.ExecContext(ctx, "DELETE FROM "+t.qualified())
 	if err != nil {
@@ -284,7 +287,7 @@ func (t *Table) RowCount(ctx *sql.Context) (uint64, bool, error) {
 	def.countMu.Lock()
 	n, gen := def.rowCount, def.writeGen
 	def.countMu.Unlock()
-	if n >= 0 {
+	if n >= 0 && !t.db.readOnly { // catalog tables change behind GMS's back: never cached
 		return uint64(n), true, nil
 	}
 	if err := t.db.p.db.QueryRowContext(ctx, "SELECT count(*) FROM "+t.qualified()).Scan(&n); err != nil {

@@ -48,6 +48,9 @@ func (e *tableEditor) begin(ctx *sql.Context) error {
 	if e.conn != nil {
 		return nil
 	}
+	if e.t.db.readOnly {
+		return e.t.db.errReadOnly()
+	}
 	conn, err := e.t.db.p.db.Conn(ctx)
 	if err != nil {
 		return err

@@ -22,6 +22,9 @@ const createViewsTable = `CREATE TABLE IF NOT EXISTS ` + viewsTable + ` (
 
 // CreateView implements sql.ViewDatabase.
 func (d *Database) CreateView(ctx *sql.Context, name string, selectStatement, createViewStmt string) error {
+	if d.readOnly {
+		return d.errReadOnly()
+	}
 	if _, ok, err := d.GetViewDefinition(ctx, name); err != nil {
 		return err
 	} else if ok {
@@ -39,6 +42,9 @@ func (d *Database) CreateView(ctx *sql.Context, name string, selectStatement, cr
 
 // DropView implements sql.ViewDatabase.
 func (d *Database) DropView(ctx *sql.Context, name string) error {
+	if d.readOnly {
+		return d.errReadOnly()
+	}
 	res, err := d.p.db.ExecContext(ctx, `DELETE FROM `+viewsTable+` WHERE db = lower(?) AND lower(name) = lower(?)`, d.name, name)
 	d.forgetViews()
 	if err != nil {

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	gosql "database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Catalog is ldpsql's own metadata: the registered mechanisms and the fitted models. It lives in the
+// DuckDB schema ldpsql_catalog, which clients see as the read-only database ldpsql_catalog (its tables
+// whose names start with "ldp_"); only ldpsql's procedures change it.
+type Catalog struct {
+	db *gosql.DB
+}
+
+// CatalogTablePrefix marks the catalog tables visible to SQL clients.
+const CatalogTablePrefix = "ldp_"
+
+const createCatalogTables = `
+CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.ldp_mechanisms (
+	name VARCHAR PRIMARY KEY,
+	plugin VARCHAR NOT NULL,
+	path VARCHAR NOT NULL,
+	sha256 VARCHAR NOT NULL,
+	description VARCHAR NOT NULL,
+	model VARCHAR,
+	registered_by VARCHAR NOT NULL,
+	registered_at TIMESTAMP NOT NULL);
+COMMENT ON COLUMN ` + CatalogSchema + `.ldp_mechanisms.description IS 'ldpsql:{"type":"json"}';
+COMMENT ON COLUMN ` + CatalogSchema + `.ldp_mechanisms.path IS 'ldpsql:{"type":"text"}';
+CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.ldp_models (
+	name VARCHAR PRIMARY KEY,
+	plugin VARCHAR NOT NULL,
+	params VARCHAR NOT NULL,
+	training_table VARCHAR NOT NULL,
+	training_rows BIGINT NOT NULL,
+	checksum VARCHAR NOT NULL,
+	artifact BLOB NOT NULL,
+	created_by VARCHAR NOT NULL,
+	created_at TIMESTAMP NOT NULL);
+COMMENT ON COLUMN ` + CatalogSchema + `.ldp_models.params IS 'ldpsql:{"type":"json"}';
+`
+
+// Mechanism is a registered encoder: a plugin binary pinned by its SHA-256, the description it gave at
+// registration (dimensions and declared output set), and optionally the model it is loaded with.
+type Mechanism struct {
+	Name         string
+	Plugin       string // the encoder kind: a built-in plugin's name, or "external"
+	Path         string // absolute path of the plugin binary
+	SHA256       string // hex digest the binary must have
+	Description  json.RawMessage
+	Model        string // name in ldp_models, "" when the encoder needs none
+	RegisteredBy string
+	RegisteredAt time.Time
+}
+
+// Model is a fitted encoder model: the artifact a plugin's Fit returned and how it was made.
+type Model struct {
+	Name          string
+	Plugin        string
+	Params        json.RawMessage
+	TrainingTable string
+	TrainingRows  int64
+	Checksum      string // SHA-256 of Artifact, hex
+	Artifact      []byte
+	CreatedBy     string
+	CreatedAt     time.Time
+}
+
+// ErrMechanismExists and ErrNoMechanism name catalog lookups that failed.
+var (
+	ErrMechanismExists = errors.New("mechanism already registered")
+	ErrNoMechanism     = errors.New("no such mechanism")
+)
+
+// RegisterMechanism adds m; a mechanism of the same name is an error (drop it first).
+func (c *Catalog) RegisterMechanism(ctx context.Context, m Mechanism) error {
+	_, err := c.db.ExecContext(ctx, `INSERT INTO `+CatalogSchema+`.ldp_mechanisms VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Name, m.Plugin, m.Path, m.SHA256, string(m.Description), nullString(m.Model), m.RegisteredBy, m.RegisteredAt.UTC())
+	if err != nil && isDuplicate(err) {
+		return fmt.Errorf("%w: %q (drop it first with CALL ldp_drop_mechanism('%s'))", ErrMechanismExists, m.Name, m.Name)
+	}
+	return err
+}
+
+// ReplaceMechanism registers m, replacing a mechanism of the same name (used when a model is refitted).
+func (c *Catalog) ReplaceMechanism(ctx context.Context, m Mechanism) error {
+	_, err := c.db.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_mechanisms VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Name, m.Plugin, m.Path, m.SHA256, string(m.Description), nullString(m.Model), m.RegisteredBy, m.RegisteredAt.UTC())
+	return err
+}
+
+// DropMechanism removes a mechanism; an unknown name is an error.
+func (c *Catalog) DropMechanism(ctx context.Context, name string) error {
+	res, err := c.db.ExecContext(ctx, `DELETE FROM `+CatalogSchema+`.ldp_mechanisms WHERE name = ?`, name)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: %q", ErrNoMechanism, name)
+	}
+	return nil
+}
+
+// Mechanism returns the mechanism called name.
+func (c *Catalog) Mechanism(ctx context.Context, name string) (Mechanism, error) {
+	ms, err := c.mechanisms(ctx, name)
+	if err != nil {
+		return Mechanism{}, err
+	}
+	if len(ms) == 0 {
+		return Mechanism{}, fmt.Errorf("%w: %q", ErrNoMechanism, name)
+	}
+	return ms[0], nil
+}
+
+// Mechanisms lists every registered mechanism, by name.
+func (c *Catalog) Mechanisms(ctx context.Context) ([]Mechanism, error) { return c.mechanisms(ctx, "") }
+
+func (c *Catalog) mechanisms(ctx context.Context, name string) ([]Mechanism, error) {
+	rows, err := c.db.QueryContext(ctx, `SELECT name, plugin, path, sha256, description, coalesce(model, ''), registered_by, registered_at
+		FROM `+CatalogSchema+`.ldp_mechanisms WHERE ? = '' OR name = ? ORDER BY name`, name, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Mechanism
+	for rows.Next() {
+		var m Mechanism
+		var desc string
+		if err := rows.Scan(&m.Name, &m.Plugin, &m.Path, &m.SHA256, &desc, &m.Model, &m.RegisteredBy, &m.RegisteredAt); err != nil {
+			return nil, err
+		}
+		m.Description = json.RawMessage(desc)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// PutModel stores m, replacing a model of the same name.
+func (c *Catalog) PutModel(ctx context.Context, m Model) error {
+	_, err := c.db.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_models VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Name, m.Plugin, string(m.Params), m.TrainingTable, m.TrainingRows, m.Checksum, m.Artifact, m.CreatedBy, m.CreatedAt.UTC())
+	return err
+}
+
+// Model returns the model called name.
+func (c *Catalog) Model(ctx context.Context, name string) (Model, error) {
+	var m Model
+	var params string
+	err := c.db.QueryRowContext(ctx, `SELECT name, plugin, params, training_table, training_rows, checksum, artifact, created_by, created_at
+		FROM `+CatalogSchema+`.ldp_models WHERE name = ?`, name).Scan(&m.Name, &m.Plugin, &params, &m.TrainingTable,
+		&m.TrainingRows, &m.Checksum, &m.Artifact, &m.CreatedBy, &m.CreatedAt)
+	if errors.Is(err, gosql.ErrNoRows) {
+		return m, fmt.Errorf("no such model: %q", name)
+	}
+	m.Params = json.RawMessage(params)
+	return m, err
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func isDuplicate(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "violates primary key constraint") || strings.Contains(msg, "PRIMARY KEY or UNIQUE constraint")
+}
