@@ -58,6 +58,17 @@ func WithFunctions(fns ...sql.Function) Option {
 	}
 }
 
+// WithFinalRule adds an analyzer rule that runs after all of GMS's own rules, when execution indexes
+// are assigned (udf.BatchRule needs that).
+func WithFinalRule(id analyzer.RuleId, fn analyzer.RuleFunc) Option {
+	return func(e *Engine) error {
+		e.GMS.Analyzer.Batches = append(e.GMS.Analyzer.Batches, &analyzer.Batch{
+			Desc: "ldpsql-final", Iterations: 1, Rules: []analyzer.Rule{{Id: id, Apply: fn}},
+		})
+		return nil
+	}
+}
+
 // Open opens (creating if needed) the DuckDB file at path, or an in-memory engine for MemoryPath, and
 // builds the SQL engine over it.
 func Open(path string, opts ...Option) (*Engine, error) {

@@ -1,0 +1,230 @@
+package udf
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/analyzer"
+	"github.com/dolthub/go-mysql-server/sql/expression"
+	"github.com/dolthub/go-mysql-server/sql/plan"
+	"github.com/dolthub/go-mysql-server/sql/transform"
+)
+
+// Batching. A function whose cost is dominated by a fixed per-call price (an RPC to an encoder plugin)
+// cannot be evaluated one row at a time. A BatchExpression can also be evaluated on many rows at once;
+// the analyzer rule BatchRule rewrites every SELECT projection that contains one into
+//
+//	Project(… GetField(k) …) over batchEval(child)
+//
+// where batchEval pulls up to BatchSize rows from its child, evaluates the batch expressions' arguments
+// on each row, calls EvalBatch once per expression, and appends the results to the rows as extra
+// columns that the rewritten projection reads. Anywhere the rule does not apply (a WHERE clause, a
+// subquery), Eval evaluates the row as a batch of one.
+
+// BatchSize is how many rows batchEval hands to EvalBatch at once.
+const BatchSize = 4096
+
+// BatchExpression is an expression that can be evaluated over a batch of rows in one call.
+type BatchExpression interface {
+	sql.Expression
+	// BatchArgs are the argument expressions, evaluated per row by the batching node.
+	BatchArgs() []sql.Expression
+	// EvalBatch computes the results for a batch of rows given each row's evaluated arguments.
+	EvalBatch(ctx *sql.Context, args [][]any) ([]any, error)
+}
+
+// evalOne evaluates a BatchExpression on one row, as a batch of one.
+func evalOne(ctx *sql.Context, e BatchExpression, row sql.Row) (any, error) {
+	args, err := evalArgs(ctx, row, e.BatchArgs())
+	if err != nil {
+		return nil, err
+	}
+	out, err := e.EvalBatch(ctx, [][]any{args})
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// BatchRuleID is the analyzer rule id of BatchRule, far from GMS's own ids.
+const BatchRuleID analyzer.RuleId = 100_001
+
+// BatchRule is the analyzer rule that introduces batching. It must run after GMS has assigned execution
+// indexes (it computes the indexes of the columns it adds), so it goes in a batch after all of GMS's.
+func BatchRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
+	return transform.Node(ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
+		if ins, ok := n.(*plan.InsertInto); ok && ins.Source != nil {
+			// INSERT keeps its source out of Children(): rewrite it separately.
+			src, same, err := BatchRule(ctx, nil, ins.Source, nil, nil, nil)
+			if err != nil || same == transform.SameTree {
+				return n, transform.SameTree, err
+			}
+			return ins.WithSource(src), transform.NewTree, nil
+		}
+		proj, ok := n.(*plan.Project)
+		if !ok {
+			return n, transform.SameTree, nil
+		}
+		width := len(proj.Child.Schema(ctx))
+		var batched []BatchExpression
+		newProjections := make([]sql.Expression, len(proj.Projections))
+		changed := false
+		for i, p := range proj.Projections {
+			np, same, err := transform.Expr(ctx, p, func(ctx *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+				be, ok := e.(BatchExpression)
+				if !ok {
+					return e, transform.SameTree, nil
+				}
+				batched = append(batched, be)
+				idx := width + len(batched) - 1
+				return expression.NewGetField(idx, be.Type(ctx), fmt.Sprintf("__batch_%d", idx), be.IsNullable(ctx)), transform.NewTree, nil
+			})
+			if err != nil {
+				return nil, transform.SameTree, err
+			}
+			newProjections[i] = np
+			changed = changed || same == transform.NewTree
+		}
+		if !changed {
+			return n, transform.SameTree, nil
+		}
+		child := &batchEval{UnaryNode: plan.UnaryNode{Child: proj.Child}, exprs: batched}
+		np := plan.NewProject(newProjections, child)
+		return np, transform.NewTree, nil
+	})
+}
+
+// batchEval appends one column per batch expression to its child's rows, computing them a batch at a
+// time.
+type batchEval struct {
+	plan.UnaryNode
+	exprs []BatchExpression
+}
+
+var _ sql.ExecBuilderNode = (*batchEval)(nil)
+
+func (b *batchEval) Schema(ctx *sql.Context) sql.Schema {
+	s := append(sql.Schema{}, b.Child.Schema(ctx)...)
+	for i, e := range b.exprs {
+		s = append(s, &sql.Column{Name: fmt.Sprintf("__batch_%d", i), Type: e.Type(ctx), Nullable: true})
+	}
+	return s
+}
+
+func (b *batchEval) Resolved() bool {
+	for _, e := range b.exprs {
+		if !e.Resolved() {
+			return false
+		}
+	}
+	return b.Child.Resolved()
+}
+
+func (b *batchEval) IsReadOnly() bool { return b.Child.IsReadOnly() }
+
+func (b *batchEval) String() string {
+	names := make([]string, len(b.exprs))
+	for i, e := range b.exprs {
+		names[i] = e.String()
+	}
+	tp := sql.NewTreePrinter()
+	_ = tp.WriteNode("BatchEval(%s, batch of %d rows)", strings.Join(names, ", "), BatchSize)
+	_ = tp.WriteChildren(b.Child.String())
+	return tp.String()
+}
+
+func (b *batchEval) WithChildren(_ *sql.Context, children ...sql.Node) (sql.Node, error) {
+	if len(children) != 1 {
+		return nil, sql.ErrInvalidChildrenNumber.New(b, len(children), 1)
+	}
+	nb := *b
+	nb.Child = children[0]
+	return &nb, nil
+}
+
+// BuildRowIter implements sql.ExecBuilderNode.
+func (b *batchEval) BuildRowIter(ctx *sql.Context, builder sql.NodeExecBuilder, r sql.Row) (sql.RowIter, error) {
+	child, err := builder.Build(ctx, b.Child, r)
+	if err != nil {
+		return nil, err
+	}
+	return &batchIter{node: b, child: child}, nil
+}
+
+type batchIter struct {
+	node  *batchEval
+	child sql.RowIter
+	buf   []sql.Row
+	pos   int
+	done  bool
+}
+
+func (it *batchIter) Next(ctx *sql.Context) (sql.Row, error) {
+	if it.pos < len(it.buf) {
+		r := it.buf[it.pos]
+		it.buf[it.pos] = nil
+		it.pos++
+		return r, nil
+	}
+	if it.done {
+		return nil, io.EOF
+	}
+	if err := it.fill(ctx); err != nil {
+		return nil, err
+	}
+	if len(it.buf) == 0 {
+		return nil, io.EOF
+	}
+	return it.Next(ctx)
+}
+
+// fill reads the next batch from the child and computes the batch columns.
+func (it *batchIter) fill(ctx *sql.Context) error {
+	it.buf, it.pos = it.buf[:0], 0
+	for len(it.buf) < BatchSize {
+		r, err := it.child.Next(ctx)
+		if err == io.EOF {
+			it.done = true
+			break
+		}
+		if err != nil {
+			return err
+		}
+		it.buf = append(it.buf, r)
+	}
+	if len(it.buf) == 0 {
+		return nil
+	}
+	cols := make([][]any, len(it.node.exprs))
+	for k, e := range it.node.exprs {
+		args := make([][]any, len(it.buf))
+		for i, r := range it.buf {
+			a, err := evalArgs(ctx, r, e.BatchArgs())
+			if err != nil {
+				return err
+			}
+			args[i] = a
+		}
+		out, err := e.EvalBatch(ctx, args)
+		if err != nil {
+			return err
+		}
+		if len(out) != len(it.buf) {
+			return fmt.Errorf("%s returned %d results for %d rows", e, len(out), len(it.buf))
+		}
+		cols[k] = out
+	}
+	for i, r := range it.buf {
+		ext := make(sql.Row, len(r), len(r)+len(cols))
+		copy(ext, r)
+		for k := range cols {
+			ext = append(ext, cols[k][i])
+		}
+		it.buf[i] = ext
+	}
+	return nil
+}
+
+func (it *batchIter) Close(ctx *sql.Context) error { return it.child.Close(ctx) }
