@@ -10,12 +10,18 @@
 //     securely on a power-of-two grid as in Google's differential-privacy
 //     library, so the floating-point attack of Mironov (2012) does not apply;
 //   - [KRR] is K-ary randomised response (thesis Eq 4.7);
+//   - [OutputSet] ([L1Ball], [Box]) is the set an encoder declares its
+//     outputs to lie in, and [VectorRandomiser] ([NewRandomiser]) a
+//     mechanism that clips into such a set and releases an unbiased noisy
+//     vector: [VectorLaplace], [Duchi] (Duchi et al. 2018) and [PrivUnit]
+//     (PrivUnit₂ + ScalarDP, Bhowmick et al. 2019);
 //   - [WarnerEstimate] and [WarnerStdErr] debias frequencies of
 //     randomised-response reports;
 //   - [Source], [CryptoSource] and [NewSeededSource] supply the uniform bits.
 //
 // The package is pure math: no SQL, no I/O other than crypto/rand, and no
-// imports from the rest of ldpsql. Every mechanism validates its parameters
+// imports from the rest of ldpsql (its one third-party import is gonum's
+// incomplete beta function, for PrivUnit). Every mechanism validates its parameters
 // at construction and its inputs at each call, and returns an error wrapping
 // [ErrInvalidArgument] rather than a result whose guarantee would not hold.
 //
