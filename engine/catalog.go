@@ -141,6 +141,13 @@ func (c *Catalog) mechanisms(ctx context.Context, name string) ([]Mechanism, err
 	return out, rows.Err()
 }
 
+// RepinPlugin updates the pinned digest of every mechanism that runs the binary at path. Only for the
+// built-in plugins, which ship with ldpsql and are re-pinned when ldpsql is rebuilt.
+func (c *Catalog) RepinPlugin(ctx context.Context, path, sha256 string) error {
+	_, err := c.db.ExecContext(ctx, `UPDATE `+CatalogSchema+`.ldp_mechanisms SET sha256 = ? WHERE path = ?`, sha256, path)
+	return err
+}
+
 // PutModel stores m, replacing a model of the same name.
 func (c *Catalog) PutModel(ctx context.Context, m Model) error {
 	_, err := c.db.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_models VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -45,7 +45,12 @@ type Engine struct {
 
 	dbOnce sync.Once
 	sqlDB  *gosql.DB
+
+	closers []func() error // run by Close, last registered first, before DuckDB closes
 }
+
+// OnClose registers f to run when the engine closes (e.g. stopping plugin processes).
+func (e *Engine) OnClose(f func() error) { e.closers = append(e.closers, f) }
 
 // Option configures Open.
 type Option func(*Engine) error
@@ -54,17 +59,6 @@ type Option func(*Engine) error
 func WithFunctions(fns ...sql.Function) Option {
 	return func(e *Engine) error {
 		e.Provider.RegisterFunction(fns...)
-		return nil
-	}
-}
-
-// WithFinalRule adds an analyzer rule that runs after all of GMS's own rules, when execution indexes
-// are assigned (udf.BatchRule needs that).
-func WithFinalRule(id analyzer.RuleId, fn analyzer.RuleFunc) Option {
-	return func(e *Engine) error {
-		e.GMS.Analyzer.Batches = append(e.GMS.Analyzer.Batches, &analyzer.Batch{
-			Desc: "ldpsql-final", Iterations: 1, Rules: []analyzer.Rule{{Id: id, Apply: fn}},
-		})
 		return nil
 	}
 }
@@ -211,6 +205,9 @@ func (r embeddedResolver) NewSession(context.Context, uint32, *gmsdriver.Connect
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		var errs []error
+		for i := len(e.closers) - 1; i >= 0; i-- {
+			errs = append(errs, e.closers[i]())
+		}
 		if e.sqlDB != nil {
 			errs = append(errs, e.sqlDB.Close())
 		}

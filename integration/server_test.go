@@ -18,7 +18,10 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 )
 
-var ldpsqlBin string
+var (
+	ldpsqlBin string // the server, with the built-in plugins beside it
+	pluginBin string // directory of the third-party and deliberately faulty plugins
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "ldpsql-integration-")
@@ -26,12 +29,24 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	ldpsqlBin = filepath.Join(dir, "ldpsql")
-	build := exec.Command("go", "build", "-o", ldpsqlBin, "github.com/ldpsql/ldpsql/cmd/ldpsql")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ldpsql:", err)
-		os.Exit(1)
+	ldpsqlBin = filepath.Join(dir, "bin", "ldpsql")
+	pluginBin = filepath.Join(dir, "plugins")
+	for out, pkg := range map[string]string{
+		ldpsqlBin: "./cmd/ldpsql",
+		filepath.Join(dir, "bin", "ldpsql-plugin-identity"): "./plugins/builtin/identity",
+		filepath.Join(dir, "bin", "ldpsql-plugin-pca"):      "./plugins/builtin/pca",
+		filepath.Join(pluginBin, "meanpool"):                "./examples/thirdparty-encoder",
+		filepath.Join(pluginBin, "liar"):                    "./plugins/host/testdata/liar",
+		filepath.Join(pluginBin, "crash"):                   "./plugins/host/testdata/crash",
+		filepath.Join(pluginBin, "hang"):                    "./plugins/host/testdata/hang",
+	} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Dir = ".."
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n", pkg, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -52,7 +67,7 @@ var listeningRE = regexp.MustCompile(`listening on (\S+)`)
 // startServer runs `ldpsql serve` on a free loopback port over dbPath and waits until it listens.
 func startServer(t testing.TB, dbPath string, extraArgs ...string) *server {
 	t.Helper()
-	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dbPath}, extraArgs...)
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", dbPath, "--plugin-timeout", "3s"}, extraArgs...)
 	cmd := exec.Command(ldpsqlBin, args...)
 	cmd.Env = append(os.Environ(), "LDPSQL_ROOT_PASSWORD=")
 	stdout, err := cmd.StdoutPipe()

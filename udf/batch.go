@@ -51,10 +51,36 @@ func evalOne(ctx *sql.Context, e BatchExpression, row sql.Row) (any, error) {
 // BatchRuleID is the analyzer rule id of BatchRule, far from GMS's own ids.
 const BatchRuleID analyzer.RuleId = 100_001
 
-// BatchRule is the analyzer rule that introduces batching. It must run after GMS has assigned execution
-// indexes (it computes the indexes of the columns it adds), so it goes in a batch after all of GMS's.
-func BatchRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
-	return transform.Node(ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
+// The rule joins GMS's "once after all" rules, after execution indexes are assigned (it computes the
+// indexes of the columns it adds). GMS runs that list both in its full analysis and in the short paths it
+// takes for simple statements, which skip any batch an integrator appends; the list is package state
+// that each analyzer copies when it is built, so the rule is added when this package is initialised.
+//
+// GMS also has a short path for simple SELECTs that skips OnceAfterAll; it is disabled (by GMS's own
+// convention) whenever AlwaysBeforeDefault holds a rule, so a no-op rule is registered there.
+func init() {
+	analyzer.OnceAfterAll = append(analyzer.OnceAfterAll, analyzer.Rule{Id: BatchRuleID, Apply: BatchRule})
+	analyzer.AlwaysBeforeDefault = append(analyzer.AlwaysBeforeDefault, analyzer.Rule{Id: fullAnalysisRuleID, Apply: fullAnalysis})
+}
+
+// fullAnalysisRuleID identifies fullAnalysis.
+const fullAnalysisRuleID analyzer.RuleId = 100_002
+
+// fullAnalysis changes nothing; its presence makes GMS analyse simple SELECTs fully (see init).
+func fullAnalysis(_ *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
+	return n, transform.SameTree, nil
+}
+
+// BatchRule is the analyzer rule that introduces batching.
+//
+// GMS analyzes a subquery on its own (with a non-empty scope) and then fixes its execution indexes
+// again as part of the outer query; the arguments held by a batchEval node would miss that second
+// fix-up, so the rule runs only on the outermost query, where it rewrites subqueries in FROM as well.
+func BatchRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, scope *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
+	if scope.RecursionDepth() > 0 {
+		return n, transform.SameTree, nil
+	}
+	return transform.NodeWithOpaque(ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
 		if ins, ok := n.(*plan.InsertInto); ok && ins.Source != nil {
 			// INSERT keeps its source out of Children(): rewrite it separately.
 			src, same, err := BatchRule(ctx, nil, ins.Source, nil, nil, nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/udf"
 )
 
 func benchCmd(args []string, stdout, stderr io.Writer) error {
@@ -36,7 +37,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	e, err := openEngine(filepath.Join(dir, "bench.duckdb"))
+	e, err := openEngine(filepath.Join(dir, "bench.duckdb"), udf.Config{})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/training/datasets"
+	"github.com/ldpsql/ldpsql/udf"
 )
 
 func demoCmd(args []string, stdout, stderr io.Writer) error {
@@ -28,7 +29,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) error {
 	if !(*eps > 0) || math.IsInf(*eps, 0) {
 		return fmt.Errorf("--eps %v: the privacy parameter must be a finite number > 0", *eps)
 	}
-	e, err := openEngine(*db)
+	e, err := openEngine(*db, udf.Config{})
 	if err != nil {
 		return err
 	}

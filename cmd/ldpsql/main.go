@@ -88,7 +88,16 @@ func newFlagSet(name, summary, examples string, stderr io.Writer) *flag.FlagSet 
 	return fs
 }
 
-// openEngine opens the database file with every ldpsql SQL function installed.
-func openEngine(path string) (*engine.Engine, error) {
-	return engine.Open(path, engine.WithFunctions(udf.Functions()...))
+// openEngine opens the database file with every ldpsql SQL function and procedure installed and the
+// built-in plugins registered.
+func openEngine(path string, cfg udf.Config) (*engine.Engine, error) {
+	e, err := engine.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := udf.Install(e, cfg); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
 }

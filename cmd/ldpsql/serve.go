@@ -6,8 +6,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/udf"
 )
 
 func serveCmd(args []string, stdout, stderr io.Writer) error {
@@ -20,10 +22,13 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	db := fs.String("db", engine.DefaultPath, "DuckDB file (created if missing), or :memory:")
 	password := fs.String("root-password", os.Getenv("LDPSQL_ROOT_PASSWORD"),
 		"password of user root (default $LDPSQL_ROOT_PASSWORD); empty is allowed only on loopback addresses")
+	pluginTimeout := fs.Duration("plugin-timeout", 30*time.Second, "longest an encoder plugin call may take before the plugin is killed (restarted at the next call)")
+	pluginDir := fs.String("plugin-dir", "", "directory of the built-in plugin binaries (default $LDPSQL_PLUGIN_DIR, else beside this executable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	e, err := openEngine(*db)
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "ldpsql: "+format+"\n", a...) }
+	e, err := openEngine(*db, udf.Config{PluginDir: *pluginDir, Logf: logf, PluginCallTimeout: *pluginTimeout})
 	if err != nil {
 		return err
 	}

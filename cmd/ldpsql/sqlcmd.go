@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/udf"
 )
 
 func sqlCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -21,7 +22,7 @@ func sqlCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	e, err := openEngine(*db)
+	e, err := openEngine(*db, udf.Config{})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,125 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"path/filepath"
+	"testing"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/plugins/builtin/pca/pcaenc"
+	"github.com/ldpsql/ldpsql/udf"
+)
+
+// BenchmarkLDPEncodePCA60k compares the release of 60,000 rows of 784 features through SQL
+// (SELECT LDP_ENCODE(f, 1, 'pca8') FROM t: GMS, DuckDB, the pca plugin process over gRPC in batches of
+// 4,096, the host randomiser) with the same encoding and randomisation in process (pcaenc.Model.Encode
+// and the same randomiser, no SQL, no plugin process). Target: SQL ≥ 50% of in-process throughput.
+//
+//	go test -run '^$' -bench LDPEncodePCA60k -benchtime 3x ./integration/
+func BenchmarkLDPEncodePCA60k(b *testing.B) {
+	const n, dim = 60_000, 784
+	rng := rand.New(rand.NewSource(1))
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = make([]float32, dim)
+		for j := range rows[i] {
+			rows[i][j] = rng.Float32()
+		}
+	}
+	e, err := engine.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := udf.Install(e, udf.Config{PluginDir: filepath.Dir(ldpsqlBin)}); err != nil {
+		b.Fatal(err)
+	}
+	run := func(q string) {
+		ctx := e.NewContext(context.Background())
+		_, iter, _, err := e.GMS.Query(ctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		count := 0
+		for {
+			if _, err := iter.Next(ctx); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+			count++
+		}
+		iter.Close(ctx)
+	}
+	run("CREATE TABLE t (id INT PRIMARY KEY, f LONGBLOB)")
+	ins, err := e.DuckDB.Prepare(`INSERT INTO ldpsql.t VALUES (?, ?)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tx, _ := e.DuckDB.Begin()
+	for i, r := range rows {
+		if _, err := tx.Stmt(ins).Exec(int32(i), udf.PackVector(r)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	run(`CALL ldp_fit_mechanism('pca8', 'pca', 't', 'f', '{"d": 8, "l": 10}')`)
+	model, err := pcaenc.FitRows(mustParams(b, `{"d": 8, "l": 10}`), rows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rnd, err := mechanisms.NewRandomiser("laplace", mechanisms.L1Ball{D: 8, Radius: 10}, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	b.Run("sql", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			run("SELECT LDP_ENCODE(f, 1, 'pca8') FROM t")
+		}
+		b.ReportMetric(n*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	b.Run("in_process", func(b *testing.B) {
+		src := mechanisms.CryptoSource()
+		x := make([]float64, 8)
+		for i := 0; i < b.N; i++ {
+			for start := 0; start < n; start += udf.BatchSize {
+				end := min(start+udf.BatchSize, n)
+				enc, err := model.Encode(rows[start:end])
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, z := range enc {
+					for j, v := range z {
+						x[j] = float64(v)
+					}
+					if _, err := rnd.Randomise(x, src); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+		b.ReportMetric(n*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	b.Run("ldp_privatize", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			run(fmt.Sprintf(`CALL ldp_privatize('t', 'f', '', 'priv%d_%d', 1.0, 1, 'pca8', 'laplace', 0)`, b.N, i))
+		}
+		b.ReportMetric(n*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+}
+
+func mustParams(b *testing.B, s string) pcaenc.Params {
+	p, err := pcaenc.ParseParams(json.RawMessage(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}

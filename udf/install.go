@@ -1,0 +1,115 @@
+package udf
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/plugins/host"
+)
+
+// BuiltinPlugins are the encoder plugins that ship with ldpsql, by mechanism name, with the file name of
+// their binary (built by scripts/build.sh beside the ldpsql binary).
+var BuiltinPlugins = map[string]string{
+	"identity": "ldpsql-plugin-identity",
+	"pca":      "ldpsql-plugin-pca",
+}
+
+// Config configures Install.
+type Config struct {
+	// PluginDir holds the built-in plugin binaries. Empty: $LDPSQL_PLUGIN_DIR, else the directory of the
+	// running executable.
+	PluginDir string
+	// Logf receives progress and notices (nothing if nil).
+	Logf func(format string, args ...any)
+	// PluginLogger receives the plugin host's and the plugins' own log lines (nothing if nil).
+	PluginLogger hclog.Logger
+	// PluginCallTimeout bounds every encoder call; a plugin that runs past it is killed and restarted
+	// at the next call. Zero: host.DefaultCallTimeout.
+	PluginCallTimeout time.Duration
+}
+
+// Install registers every ldpsql SQL function and procedure on e, starts the plugin host (stopped when
+// e closes) and registers the built-in encoder plugins found in the plugin directory.
+func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	h := host.New(cfg.PluginLogger)
+	e.OnClose(h.Close)
+	mechs := newMechanisms(e.Catalog, h)
+	mechs.callTimeout = cfg.PluginCallTimeout
+	e.Provider.RegisterFunction(Functions()...)
+	e.Provider.RegisterFunction(
+		sql.FunctionN{Name: "ldp_vector", Fn: NewLDPVector},
+		sql.FunctionN{Name: "ldp_encode", Fn: newLDPEncode(mechs, false)},
+		sql.FunctionN{Name: "ldp_encode_json", Fn: newLDPEncode(mechs, true)},
+	)
+	procs := &procedures{e: e, mechs: mechs, log: logf}
+	e.Provider.RegisterProcedure(procs.details()...)
+	dir, err := pluginDir(cfg.PluginDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := registerBuiltins(context.Background(), e.Catalog, dir, logf); err != nil {
+		return nil, err
+	}
+	return mechs, nil
+}
+
+func pluginDir(dir string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv("LDPSQL_PLUGIN_DIR")
+	}
+	if dir == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("locating the built-in plugins: %w", err)
+		}
+		dir = filepath.Dir(exe)
+	}
+	return filepath.Abs(dir)
+}
+
+// registerBuiltins registers (or re-pins, after ldpsql was rebuilt) each built-in plugin found in dir.
+func registerBuiltins(ctx context.Context, cat *engine.Catalog, dir string, logf func(string, ...any)) error {
+	for name, file := range BuiltinPlugins {
+		path := filepath.Join(dir, file)
+		if _, err := os.Stat(path); err != nil {
+			logf("built-in plugin %s not found at %s (build it with scripts/build.sh, or set LDPSQL_PLUGIN_DIR): mechanisms using it are unavailable", name, path)
+			continue
+		}
+		digest, err := host.Digest(path)
+		if err != nil {
+			return fmt.Errorf("built-in plugin %s: %w", name, err)
+		}
+		if rec, err := cat.Mechanism(ctx, name); err == nil && rec.Path == path && rec.SHA256 == digest {
+			continue // registered and unchanged
+		}
+		desc, err := host.Handshake(ctx, path, digest)
+		if err != nil {
+			return fmt.Errorf("built-in plugin %s at %s: %w", name, path, err)
+		}
+		raw, err := json.Marshal(desc)
+		if err != nil {
+			return err
+		}
+		if err := cat.ReplaceMechanism(ctx, engine.Mechanism{Name: name, Plugin: name, Path: path, SHA256: digest,
+			Description: raw, RegisteredBy: "ldpsql (built-in)", RegisteredAt: time.Now()}); err != nil {
+			return err
+		}
+		if err := cat.RepinPlugin(ctx, path, digest); err != nil {
+			return err
+		}
+		logf("registered built-in plugin %s (%s, sha256 %s)", name, path, digest[:12])
+	}
+	return nil
+}

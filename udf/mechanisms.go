@@ -1,0 +1,183 @@
+package udf
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/plugins/host"
+	"github.com/ldpsql/ldpsql/plugins/sdk"
+)
+
+// Mechanisms joins the three parts of an LDP mechanism for the SQL functions: the catalog record (which
+// plugin binary, pinned by digest, with which model), the plugin process (the untrusted encoder) and the
+// randomiser (trusted host code in package mechanisms, which clips every encoding into the set recorded
+// at registration and adds the noise).
+type Mechanisms struct {
+	catalog     *engine.Catalog
+	host        *host.Host
+	callTimeout time.Duration
+
+	mu       sync.Mutex
+	resolved map[string]*resolvedMechanism
+}
+
+// resolvedMechanism is a registered mechanism ready to encode.
+type resolvedMechanism struct {
+	record engine.Mechanism
+	desc   sdk.Description // as recorded at registration: the set the host enforces
+	plugin *host.Plugin
+
+	randMu      sync.Mutex
+	randomisers map[randKey]mechanisms.VectorRandomiser
+}
+
+type randKey struct {
+	name string
+	eps  float64
+}
+
+func newMechanisms(catalog *engine.Catalog, h *host.Host) *Mechanisms {
+	return &Mechanisms{catalog: catalog, host: h, resolved: map[string]*resolvedMechanism{}}
+}
+
+// forget drops the cached state of a mechanism after it is registered again, refitted or dropped.
+func (m *Mechanisms) forget(name string) {
+	m.mu.Lock()
+	delete(m.resolved, name)
+	m.mu.Unlock()
+}
+
+// resolve returns the mechanism called name with its plugin started (or reused).
+func (m *Mechanisms) resolve(ctx context.Context, name string) (*resolvedMechanism, error) {
+	m.mu.Lock()
+	r, ok := m.resolved[name]
+	m.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	rec, err := m.catalog.Mechanism(ctx, name)
+	if err != nil {
+		if errors.Is(err, engine.ErrNoMechanism) {
+			return nil, fmt.Errorf("unknown mechanism %q (SELECT name FROM ldpsql_catalog.ldp_mechanisms lists them)", name)
+		}
+		return nil, err
+	}
+	var desc sdk.Description
+	if err := json.Unmarshal(rec.Description, &desc); err != nil {
+		return nil, fmt.Errorf("mechanism %q: recorded description: %w", name, err)
+	}
+	if !desc.Ready() {
+		return nil, fmt.Errorf("mechanism %q has no fitted model: fit one with CALL ldp_fit_mechanism('new_name', '%s', 'aux_table', 'features_col', '{...}')", name, name)
+	}
+	spec := host.Spec{Name: "mechanism:" + name, Path: rec.Path, SHA256: rec.SHA256, CallTimeout: m.callTimeout}
+	if rec.Model != "" {
+		model, err := m.catalog.Model(ctx, rec.Model)
+		if err != nil {
+			return nil, fmt.Errorf("mechanism %q: %w", name, err)
+		}
+		spec.Artifact = model.Artifact
+	}
+	p, err := m.host.Get(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("mechanism %q: %w", name, err)
+	}
+	live, err := p.Describe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mechanism %q: %w", name, err)
+	}
+	// The recorded set is what the host enforces; a plugin that now describes another one is refused
+	// rather than trusted.
+	if live.InputDim != desc.InputDim || live.OutputDim != desc.OutputDim {
+		return nil, fmt.Errorf("mechanism %q: the plugin now declares dimensions %d -> %d, registered as %d -> %d; register it again",
+			name, live.InputDim, live.OutputDim, desc.InputDim, desc.OutputDim)
+	}
+	r = &resolvedMechanism{record: rec, desc: desc, plugin: p, randomisers: map[randKey]mechanisms.VectorRandomiser{}}
+	m.mu.Lock()
+	m.resolved[name] = r
+	m.mu.Unlock()
+	return r, nil
+}
+
+// outputSet converts a recorded output set to the randomisers' type.
+func outputSet(d sdk.Description) (mechanisms.OutputSet, error) {
+	switch d.OutputSet.Kind {
+	case sdk.L1BallSet:
+		return mechanisms.L1Ball{D: d.OutputDim, Radius: d.OutputSet.Radius}, nil
+	case sdk.BoxSet:
+		return mechanisms.Box{Lo: d.OutputSet.Lo, Hi: d.OutputSet.Hi}, nil
+	}
+	return nil, fmt.Errorf("encoder %q declares no output set", d.Name)
+}
+
+// randomiser returns the randomiser name at eps for this mechanism's recorded output set.
+func (r *resolvedMechanism) randomiser(name string, eps float64) (mechanisms.VectorRandomiser, error) {
+	r.randMu.Lock()
+	defer r.randMu.Unlock()
+	key := randKey{name, eps}
+	if rnd, ok := r.randomisers[key]; ok {
+		return rnd, nil
+	}
+	set, err := outputSet(r.desc)
+	if err != nil {
+		return nil, err
+	}
+	rnd, err := mechanisms.NewRandomiser(name, set, eps)
+	if err != nil {
+		return nil, err
+	}
+	r.randomisers[key] = rnd
+	return rnd, nil
+}
+
+// encode runs the plugin on rows (each of the input dimension) and checks the shape of its answer.
+func (r *resolvedMechanism) encode(ctx context.Context, rows [][]float32) ([][]float32, error) {
+	out, err := r.plugin.Encode(ctx, rows)
+	if errors.Is(err, host.ErrReplaced) {
+		return nil, fmt.Errorf("mechanism %q was replaced while in use; run the statement again: %w", r.record.Name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mechanism %q: %w", r.record.Name, err)
+	}
+	if len(out) != len(rows) {
+		return nil, fmt.Errorf("mechanism %q returned %d encodings for %d rows", r.record.Name, len(out), len(rows))
+	}
+	return out, nil
+}
+
+// privatise encodes rows and releases each encoding through the randomiser, which first clips it into
+// the recorded output set: whatever the plugin returned, the release is eps-LDP.
+func (r *resolvedMechanism) privatise(ctx context.Context, rows [][]float32, randomiser string, eps float64) ([][]float64, error) {
+	rnd, err := r.randomiser(randomiser, eps)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := r.encode(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
+	src := mechanisms.CryptoSource()
+	out := make([][]float64, len(enc))
+	x := make([]float64, r.desc.OutputDim)
+	for i, z := range enc {
+		if len(z) != len(x) {
+			return nil, fmt.Errorf("mechanism %q returned an encoding of %d values, registered output dimension %d", r.record.Name, len(z), len(x))
+		}
+		for j, v := range z {
+			x[j] = float64(v)
+			if math.IsNaN(x[j]) || math.IsInf(x[j], 0) {
+				return nil, fmt.Errorf("mechanism %q returned a non-finite value (%v) in the encoding of row %d: the plugin is faulty", r.record.Name, v, i+1)
+			}
+		}
+		if out[i], err = rnd.Randomise(x, src); err != nil {
+			return nil, fmt.Errorf("mechanism %q: %w", r.record.Name, err)
+		}
+	}
+	return out, nil
+}

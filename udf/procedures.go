@@ -1,0 +1,568 @@
+package udf
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/types"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/plugins/host"
+	"github.com/ldpsql/ldpsql/plugins/sdk"
+)
+
+// The ldp_ stored procedures. Those that change the catalog (register, drop, fit) are AdminOnly: a user
+// needs root, or an explicit GRANT EXECUTE ON PROCEDURE ldpsql.<name> TO user, to call them.
+
+// procedures carries what the procedures need.
+type procedures struct {
+	e     *engine.Engine
+	mechs *Mechanisms
+	log   func(format string, args ...any)
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+func checkName(what, name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%s %q is not a valid name (letters, digits and _, at most 64, not starting with a digit)", what, name)
+	}
+	return nil
+}
+
+func user(ctx *sql.Context) string {
+	if c := ctx.Session.Client(); c.User != "" {
+		return c.User + "@" + c.Address
+	}
+	return "embedded"
+}
+
+func (p *procedures) details() []sql.ExternalStoredProcedureDetails {
+	describe := sql.Schema{
+		{Name: "mechanism", Type: types.LongText},
+		{Name: "plugin", Type: types.LongText},
+		{Name: "input_dim", Type: types.Int64},
+		{Name: "output_dim", Type: types.Int64},
+		{Name: "output_set", Type: types.LongText},
+		{Name: "ready", Type: types.Boolean},
+	}
+	return []sql.ExternalStoredProcedureDetails{
+		{Name: "ldp_register_mechanism", Schema: describe, AdminOnly: true, Function: p.register},
+		{Name: "ldp_drop_mechanism", Schema: sql.Schema{{Name: "dropped", Type: types.LongText}}, AdminOnly: true, Function: p.drop},
+		{Name: "ldp_fit_mechanism", Schema: append(describe.Copy(), &sql.Column{Name: "training_rows", Type: types.Int64}), AdminOnly: true, Function: p.fit},
+		{Name: "ldp_privatize", Schema: sql.Schema{
+			{Name: "dst_table", Type: types.LongText},
+			{Name: "rows", Type: types.Int64},
+			{Name: "seconds", Type: types.Float64},
+			{Name: "rows_per_second", Type: types.Float64},
+			{Name: "eps_x", Type: types.Float64},
+			{Name: "eps_y", Type: types.Float64},
+		}, Function: p.privatize},
+	}
+}
+
+func describeRow(name, plugin string, d sdk.Description) sql.Row {
+	set := d.OutputSet.Kind.String()
+	switch d.OutputSet.Kind {
+	case sdk.L1BallSet:
+		set = fmt.Sprintf("l1_ball(radius=%g)", d.OutputSet.Radius)
+	case sdk.BoxSet:
+		set = fmt.Sprintf("box(%d coordinates)", len(d.OutputSet.Lo))
+	}
+	return sql.Row{name, plugin, int64(d.InputDim), int64(d.OutputDim), set, d.Ready()}
+}
+
+// register is CALL ldp_register_mechanism('name', '/abs/path', 'sha256hex').
+func (p *procedures) register(ctx *sql.Context, name, path, digest string) (sql.RowIter, error) {
+	const fn = "ldp_register_mechanism"
+	if err := checkName(fn+": mechanism", name); err != nil {
+		return nil, err
+	}
+	if err := checkBinary(fn, path); err != nil {
+		return nil, err
+	}
+	digest = strings.ToLower(strings.TrimSpace(digest))
+	got, err := host.Digest(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading %s: %w", fn, path, err)
+	}
+	if got != digest {
+		return nil, fmt.Errorf("%s: %s has SHA-256 %s, not the %q given: nothing registered", fn, path, got, digest)
+	}
+	if _, err := p.mechs.catalog.Mechanism(ctx, name); err == nil {
+		return nil, fmt.Errorf("%s: a mechanism called %q is already registered (CALL ldp_drop_mechanism('%s') first)", fn, name, name)
+	}
+	desc, err := host.Handshake(ctx, path, digest)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s did not start as an ldpsql encoder plugin: %w; nothing registered", fn, path, err)
+	}
+	if err := desc.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %s describes itself invalidly: %w; nothing registered", fn, path, err)
+	}
+	raw, err := json.Marshal(desc)
+	if err != nil {
+		return nil, err
+	}
+	rec := engine.Mechanism{Name: name, Plugin: "external", Path: path, SHA256: digest, Description: raw,
+		RegisteredBy: user(ctx), RegisteredAt: time.Now()}
+	if err := p.mechs.catalog.RegisterMechanism(ctx, rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	p.mechs.forget(name)
+	return sql.RowsToRowIter(describeRow(name, rec.Plugin, desc)), nil
+}
+
+// checkBinary gives a clear error for a path that cannot be a plugin binary.
+func checkBinary(fn, path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("%s: plugin path %q must be absolute", fn, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s: plugin binary %s: %w", fn, path, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s: plugin binary %s is not an executable file", fn, path)
+	}
+	return nil
+}
+
+// drop is CALL ldp_drop_mechanism('name').
+func (p *procedures) drop(ctx *sql.Context, name string) (sql.RowIter, error) {
+	if err := p.mechs.catalog.DropMechanism(ctx, name); err != nil {
+		return nil, fmt.Errorf("ldp_drop_mechanism: %w", err)
+	}
+	p.mechs.forget(name)
+	return sql.RowsToRowIter(sql.Row{name}), nil
+}
+
+// fit is CALL ldp_fit_mechanism('name', 'plugin', 'aux_table', 'features_col', '{params}'): the
+// plugin (a registered mechanism whose encoder can fit, e.g. the built-in 'pca' or 'identity') is
+// fitted on the auxiliary table, the model is stored in ldp_models and mechanism 'name' is registered
+// with it.
+func (p *procedures) fit(ctx *sql.Context, name, plugin, auxTable, featuresCol, params string) (sql.RowIter, error) {
+	const fn = "ldp_fit_mechanism"
+	if err := checkName(fn+": mechanism", name); err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(params), &obj); err != nil {
+		return nil, fmt.Errorf("%s: params %q are not a JSON object: %v", fn, params, err)
+	}
+	base, err := p.mechs.catalog.Mechanism(ctx, plugin)
+	if err != nil {
+		return nil, fmt.Errorf("%s: plugin: %w", fn, err)
+	}
+	var baseDesc sdk.Description
+	if err := json.Unmarshal(base.Description, &baseDesc); err != nil {
+		return nil, err
+	}
+	if !baseDesc.CanFit {
+		return nil, fmt.Errorf("%s: mechanism %q cannot be fitted (its encoder has no Fit)", fn, plugin)
+	}
+	if _, err := p.mechs.catalog.Mechanism(ctx, name); err == nil {
+		return nil, fmt.Errorf("%s: a mechanism called %q is already registered (CALL ldp_drop_mechanism('%s') first)", fn, name, name)
+	}
+	iter, err := p.query(ctx, fmt.Sprintf("SELECT %s FROM %s", quoteCol(featuresCol), quoteTable(auxTable)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading %s.%s: %w", fn, auxTable, featuresCol, err)
+	}
+	defer iter.Close(ctx)
+	var rows int64
+	inputDim := 0
+	next := func() ([][]float32, error) {
+		var batch [][]float32
+		for len(batch) < BatchSize {
+			r, err := iter.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if r[0] == nil {
+				continue
+			}
+			v, err := toVector(ctx, fn, featuresCol, r[0])
+			if err != nil {
+				return nil, err
+			}
+			if inputDim == 0 {
+				inputDim = len(v)
+			}
+			if len(v) != inputDim {
+				return nil, fmt.Errorf("%s: row %d of %s has %d features, earlier rows %d", fn, rows+1, auxTable, len(v), inputDim)
+			}
+			if err := checkFinite(fn, featuresCol, v); err != nil {
+				return nil, err
+			}
+			batch = append(batch, v)
+			rows++
+		}
+		if len(batch) == 0 {
+			return nil, io.EOF
+		}
+		return batch, nil
+	}
+	// Peek the first batch to learn the input dimension the plugin is told.
+	first, err := next()
+	if err == io.EOF {
+		return nil, fmt.Errorf("%s: %s has no non-NULL %s to fit on", fn, auxTable, featuresCol)
+	}
+	if err != nil {
+		return nil, err
+	}
+	pending := first
+	stream := func() ([][]float32, error) {
+		if pending != nil {
+			b := pending
+			pending = nil
+			return b, nil
+		}
+		return next()
+	}
+	fitter, err := p.mechs.host.Get(ctx, host.Spec{Name: "fit:" + name, Path: base.Path, SHA256: base.SHA256})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	start := time.Now()
+	artifact, err := fitter.Fit(ctx, json.RawMessage(params), inputDim, stream)
+	if err != nil {
+		return nil, fmt.Errorf("%s: fitting %s on %s: %w", fn, plugin, auxTable, err)
+	}
+	p.log("ldp_fit_mechanism: fitted %s on %d rows of %s in %s", plugin, rows, auxTable, time.Since(start).Round(time.Millisecond))
+	// Describe the fitted encoder: this is the output set the host will enforce.
+	fitted, err := p.mechs.host.Get(ctx, host.Spec{Name: "fit:" + name, Path: base.Path, SHA256: base.SHA256, Artifact: artifact})
+	if err != nil {
+		return nil, fmt.Errorf("%s: loading the fitted model: %w", fn, err)
+	}
+	desc, err := fitted.Describe(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	if !desc.Ready() || desc.Validate() != nil {
+		return nil, fmt.Errorf("%s: the fitted %s declares no valid output set", fn, plugin)
+	}
+	raw, err := json.Marshal(desc)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(artifact)
+	model := engine.Model{Name: name, Plugin: plugin, Params: json.RawMessage(params), TrainingTable: auxTable,
+		TrainingRows: rows, Checksum: hex.EncodeToString(sum[:]), Artifact: artifact, CreatedBy: user(ctx), CreatedAt: time.Now()}
+	if err := p.mechs.catalog.PutModel(ctx, model); err != nil {
+		return nil, err
+	}
+	rec := engine.Mechanism{Name: name, Plugin: base.Plugin, Path: base.Path, SHA256: base.SHA256, Description: raw,
+		Model: name, RegisteredBy: user(ctx), RegisteredAt: time.Now()}
+	if err := p.mechs.catalog.RegisterMechanism(ctx, rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	p.mechs.forget(name)
+	return sql.RowsToRowIter(append(describeRow(name, base.Plugin, desc), rows)), nil
+}
+
+// query runs a statement as the calling user, so its privileges apply to what a procedure reads. It
+// runs outside the process list: GMS ends (and cancels) a connection's current query when a query
+// finishes, which would cancel the procedure itself.
+func (p *procedures) query(ctx *sql.Context, q string) (sql.RowIter, error) {
+	inner := ctx.WithContext(ctx.Context)
+	inner.ProcessList = sql.EmptyProcessList{}
+	_, iter, _, err := p.e.GMS.Query(inner, q)
+	return iter, err
+}
+
+func quoteCol(c string) string { return "`" + strings.ReplaceAll(c, "`", "``") + "`" }
+
+// quoteTable quotes a table name that may be qualified by its database (db.table).
+func quoteTable(t string) string {
+	parts := strings.Split(t, ".")
+	for i, p := range parts {
+		parts[i] = quoteCol(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+// PrivatizeMetadata is what ldp_privatize records in the destination table's comment, so later steps
+// (training a classifier on it) know how the data were noised without the user repeating it.
+type PrivatizeMetadata struct {
+	Source      string  `json:"source"`
+	Mechanism   string  `json:"mechanism"`
+	Randomiser  string  `json:"randomiser"`
+	Epsilon     float64 `json:"eps"`
+	Lambda      float64 `json:"lambda"`
+	EpsX        float64 `json:"eps_x"`
+	EpsY        float64 `json:"eps_y"`
+	K           int     `json:"K,omitempty"`
+	FeaturesCol string  `json:"features_col"`
+	LabelCol    string  `json:"label_col,omitempty"`
+	OutputDim   int     `json:"output_dim"`
+	OutputSet   string  `json:"output_set"`
+}
+
+// privatize is CALL ldp_privatize('src', 'features_col', 'label_col', 'dst', eps, lambda, 'mechanism',
+// 'randomiser', K). The features get eps_x = lambda·eps through the mechanism, the label eps_y =
+// (1 − lambda)·eps through k-RR (label_col ” releases no label and spends all of eps on the features).
+// The source streams in batches; the destination is written in one transaction into a temporary table
+// renamed at the end, so a failure leaves no destination at all.
+func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst string, eps, lambda float64, mechanism, randomiser string, k int64) (sql.RowIter, error) {
+	const fn = "ldp_privatize"
+	if math.IsNaN(eps) || math.IsInf(eps, 0) || eps <= 0 {
+		return nil, fmt.Errorf("%s: eps = %v must be a finite number > 0", fn, eps)
+	}
+	withLabel := labelCol != ""
+	epsX, epsY := eps, 0.0
+	if withLabel {
+		if !(lambda > 0 && lambda < 1) {
+			return nil, fmt.Errorf("%s: lambda = %v must be in (0, 1): eps_x = lambda·eps goes to the features, eps_y = (1-lambda)·eps to the label", fn, lambda)
+		}
+		if k < 2 {
+			return nil, fmt.Errorf("%s: K = %d must be at least 2", fn, k)
+		}
+		epsX, epsY = lambda*eps, (1-lambda)*eps
+	}
+	randomiser = strings.ToLower(randomiser)
+	if randomiser == "" {
+		randomiser = mechanisms.RandomiserLaplace
+	}
+	mech, err := p.mechs.resolve(ctx, mechanism)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	if _, err := mech.randomiser(randomiser, epsX); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	var krr *mechanisms.KRR
+	if withLabel {
+		if krr, err = mechanisms.NewKRR(epsY, int(k)); err != nil {
+			return nil, fmt.Errorf("%s: label: %w", fn, err)
+		}
+	}
+	dstDB, dstName := splitTable(ctx, dst)
+	if err := checkName(fn+": destination table", dstName); err != nil {
+		return nil, err
+	}
+	if exists, err := p.tableExists(ctx, dstDB, dstName); err != nil {
+		return nil, err
+	} else if exists {
+		return nil, fmt.Errorf("%s: destination table %s already exists; nothing written", fn, dst)
+	}
+	srcDB, srcName := splitTable(ctx, src)
+	srcTable, err := p.table(ctx, srcDB, srcName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: source: %w", fn, err)
+	}
+	// Keys: the source's primary key, or a generated row number.
+	pk := srcTable.(sql.PrimaryKeyTable).PrimaryKeySchema(ctx)
+	var keyCols []*sql.Column
+	for _, i := range pk.PkOrdinals {
+		keyCols = append(keyCols, pk.Schema[i])
+	}
+	var selectCols, defs, keyNames []string
+	for _, c := range keyCols {
+		selectCols = append(selectCols, quoteCol(c.Name))
+		defs = append(defs, quoteCol(c.Name)+" "+c.Type.String()+" NOT NULL")
+		keyNames = append(keyNames, quoteCol(c.Name))
+	}
+	if len(keyCols) == 0 {
+		defs = append(defs, "`row_id` BIGINT NOT NULL")
+		keyNames = append(keyNames, "`row_id`")
+	}
+	selectCols = append(selectCols, quoteCol(featuresCol))
+	defs = append(defs, quoteCol(featuresCol)+" LONGBLOB NOT NULL")
+	if withLabel {
+		selectCols = append(selectCols, quoteCol(labelCol))
+		defs = append(defs, quoteCol(labelCol)+" INT NOT NULL")
+	}
+	meta := PrivatizeMetadata{Source: src, Mechanism: mechanism, Randomiser: randomiser, Epsilon: eps, Lambda: lambda,
+		EpsX: epsX, EpsY: epsY, FeaturesCol: featuresCol, OutputDim: mech.desc.OutputDim,
+		OutputSet: describeRow("", "", mech.desc)[4].(string)}
+	if withLabel {
+		meta.K, meta.LabelCol = int(k), labelCol
+	} else {
+		meta.Lambda = 1
+	}
+	metaJSON, _ := json.Marshal(map[string]any{"ldp_privatize": meta})
+
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	tmpName := "_ldp_tmp_" + dstName + "_" + hex.EncodeToString(suffix[:])
+	create := fmt.Sprintf("CREATE TABLE %s.%s (%s, PRIMARY KEY (%s)) COMMENT=%s", quoteCol(dstDB), quoteCol(tmpName),
+		strings.Join(defs, ", "), strings.Join(keyNames, ", "), sqlString(string(metaJSON)))
+	if err := p.exec(ctx, create); err != nil {
+		return nil, fmt.Errorf("%s: creating the destination: %w", fn, err)
+	}
+	dropTmp := func() { _ = p.exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s.%s", quoteCol(dstDB), quoteCol(tmpName))) }
+	start := time.Now()
+	n, err := p.privatizeRows(ctx, fn, srcDB, srcName, selectCols, len(keyCols), withLabel, mech, randomiser, epsX, krr, dstDB, tmpName)
+	if err != nil {
+		dropTmp()
+		return nil, err
+	}
+	if err := p.exec(ctx, fmt.Sprintf("RENAME TABLE %s.%s TO %s.%s", quoteCol(dstDB), quoteCol(tmpName), quoteCol(dstDB), quoteCol(dstName))); err != nil {
+		dropTmp()
+		return nil, fmt.Errorf("%s: naming the destination %s: %w", fn, dst, err)
+	}
+	secs := time.Since(start).Seconds()
+	p.log("ldp_privatize: wrote %d rows to %s in %.1f s (%.0f rows/s), eps_x = %g, eps_y = %g", n, dst, secs, float64(n)/secs, epsX, epsY)
+	return sql.RowsToRowIter(sql.Row{dst, n, secs, float64(n) / secs, epsX, epsY}), nil
+}
+
+// privatizeRows streams the source, releases every row, and inserts the releases into the temporary
+// table in one transaction (committed only if every row succeeded).
+func (p *procedures) privatizeRows(ctx *sql.Context, fn, srcDB, srcName string, selectCols []string, nKeys int, withLabel bool,
+	mech *resolvedMechanism, randomiser string, epsX float64, krr *mechanisms.KRR, dstDB, tmpName string) (int64, error) {
+	iter, err := p.query(ctx, fmt.Sprintf("SELECT %s FROM %s.%s", strings.Join(selectCols, ", "), quoteCol(srcDB), quoteCol(srcName)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: reading the source: %w", fn, err)
+	}
+	defer iter.Close(ctx)
+	tmp, err := p.table(ctx, dstDB, tmpName)
+	if err != nil {
+		return 0, err
+	}
+	ins := tmp.(sql.InsertableTable).Inserter(ctx)
+	ins.StatementBegin(ctx)
+	fail := func(err error) (int64, error) {
+		_ = ins.DiscardChanges(ctx, err)
+		_ = ins.Close(ctx)
+		return 0, err
+	}
+	src := mechanisms.CryptoSource()
+	var n int64
+	lastLog := time.Now()
+	for done := false; !done; {
+		var batch []sql.Row
+		for len(batch) < BatchSize {
+			r, err := iter.Next(ctx)
+			if err == io.EOF {
+				done = true
+				break
+			}
+			if err != nil {
+				return fail(fmt.Errorf("%s: reading the source: %w", fn, err))
+			}
+			batch = append(batch, r)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		feats := make([][]float32, len(batch))
+		for i, r := range batch {
+			v := r[nKeys]
+			if v == nil {
+				return fail(fmt.Errorf("%s: source row %d has NULL features", fn, n+int64(i)+1))
+			}
+			vec, err := toVector(ctx, fn, "features", v)
+			if err != nil {
+				return fail(err)
+			}
+			if len(vec) != mech.desc.InputDim {
+				return fail(fmt.Errorf("%s: source row %d has %d features, mechanism %q expects %d", fn, n+int64(i)+1, len(vec), mech.record.Name, mech.desc.InputDim))
+			}
+			if err := checkFinite(fn, "features", vec); err != nil {
+				return fail(fmt.Errorf("%s (source row %d)", err, n+int64(i)+1))
+			}
+			feats[i] = vec
+		}
+		released, err := mech.privatise(ctx, feats, randomiser, epsX)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", fn, err))
+		}
+		for i, r := range batch {
+			out := make(sql.Row, 0, nKeys+2)
+			if nKeys == 0 {
+				out = append(out, n+int64(i)+1)
+			} else {
+				out = append(out, r[:nKeys]...)
+			}
+			out = append(out, PackVector(toFloat32(released[i])))
+			if withLabel {
+				if r[nKeys+1] == nil {
+					return fail(fmt.Errorf("%s: source row %d has a NULL label", fn, n+int64(i)+1))
+				}
+				y, err := toInt(ctx, fn, "label", r[nKeys+1])
+				if err != nil {
+					return fail(err)
+				}
+				noisy, err := krr.Randomise(int(y), src)
+				if err != nil {
+					return fail(fmt.Errorf("%s: source row %d: %w", fn, n+int64(i)+1, err))
+				}
+				out = append(out, int32(noisy))
+			}
+			if err := ins.Insert(ctx, out); err != nil {
+				return fail(fmt.Errorf("%s: writing: %w", fn, err))
+			}
+		}
+		n += int64(len(batch))
+		if time.Since(lastLog) > 5*time.Second {
+			p.log("ldp_privatize: %d rows so far", n)
+			lastLog = time.Now()
+		}
+	}
+	if err := ins.StatementComplete(ctx); err != nil {
+		_ = ins.Close(ctx)
+		return 0, fmt.Errorf("%s: committing: %w", fn, err)
+	}
+	return n, ins.Close(ctx)
+}
+
+func (p *procedures) exec(ctx *sql.Context, q string) error {
+	iter, err := p.query(ctx, q)
+	if err != nil {
+		return err
+	}
+	_, err = sql.RowIterToRows(ctx, iter)
+	return err
+}
+
+func (p *procedures) table(ctx *sql.Context, db, name string) (sql.Table, error) {
+	d, err := p.e.Provider.Database(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	t, ok, err := d.GetTableInsensitive(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, sql.ErrTableNotFound.New(db + "." + name)
+	}
+	return t, nil
+}
+
+func (p *procedures) tableExists(ctx *sql.Context, db, name string) (bool, error) {
+	_, err := p.table(ctx, db, name)
+	if sql.ErrTableNotFound.Is(err) {
+		return false, nil
+	}
+	if err != nil && sql.ErrDatabaseNotFound.Is(err) {
+		return false, err
+	}
+	return err == nil, err
+}
+
+// splitTable splits db.table, defaulting to the session's current database.
+func splitTable(ctx *sql.Context, t string) (db, name string) {
+	if i := strings.Index(t, "."); i >= 0 {
+		return t[:i], t[i+1:]
+	}
+	return ctx.GetCurrentDatabase(), t
+}
+
+func sqlString(s string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+}
