@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	sqle "github.com/dolthub/go-mysql-server"
@@ -261,3 +262,50 @@ func (p userPersister) Persist(ctx *sql.Context, data []byte) error {
 }
 
 var _ io.Closer = (*Engine)(nil)
+
+// InsertRows inserts rows into table (in the session's current database unless qualified as db.table)
+// as one statement: through the table editor and DuckDB's appender, all or nothing. next returns the
+// rows batch by batch and nil at the end. It is the bulk path for loaders; SQL INSERT is for clients.
+func (e *Engine) InsertRows(ctx *sql.Context, table string, next func() ([]sql.Row, error)) (int64, error) {
+	dbName, name := ctx.GetCurrentDatabase(), table
+	if i := strings.Index(table, "."); i >= 0 {
+		dbName, name = table[:i], table[i+1:]
+	}
+	db, err := e.Provider.Database(ctx, dbName)
+	if err != nil {
+		return 0, err
+	}
+	t, ok, err := db.GetTableInsensitive(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, sql.ErrTableNotFound.New(table)
+	}
+	ins := t.(sql.InsertableTable).Inserter(ctx)
+	ins.StatementBegin(ctx)
+	var n int64
+	for {
+		rows, err := next()
+		if err == nil && rows == nil {
+			break
+		}
+		for _, r := range rows {
+			if err != nil {
+				break
+			}
+			err = ins.Insert(ctx, r)
+			n++
+		}
+		if err != nil {
+			_ = ins.DiscardChanges(ctx, err)
+			_ = ins.Close(ctx)
+			return 0, fmt.Errorf("inserting into %s: %w", table, err)
+		}
+	}
+	if err := ins.StatementComplete(ctx); err != nil {
+		_ = ins.Close(ctx)
+		return 0, fmt.Errorf("inserting into %s: %w", table, err)
+	}
+	return n, ins.Close(ctx)
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/analyzer"
@@ -179,78 +180,151 @@ func (b *batchEval) BuildRowIter(ctx *sql.Context, builder sql.NodeExecBuilder, 
 	return &batchIter{node: b, child: child}, nil
 }
 
+// batchIter runs a two-stage pipeline so that reading the next batch from the child (DuckDB and GMS)
+// overlaps with evaluating the current one (an RPC to a plugin process) and with the consumer taking
+// its rows: a reader goroutine fills batches, an evaluator goroutine computes the batch columns, and
+// Next hands out the finished rows in order. Only the reader touches the child iterator; Close stops
+// both goroutines before closing it.
 type batchIter struct {
 	node  *batchEval
 	child sql.RowIter
-	buf   []sql.Row
-	pos   int
-	done  bool
+
+	once    sync.Once
+	done    chan struct{}
+	results chan batchResult
+	wg      sync.WaitGroup
+
+	cur []sql.Row
+	pos int
+	err error
+}
+
+type batchResult struct {
+	rows []sql.Row
+	err  error
+}
+
+func (it *batchIter) start(ctx *sql.Context) {
+	it.done = make(chan struct{})
+	reads := make(chan batchResult, 1)
+	it.results = make(chan batchResult, 1)
+	it.wg.Add(2)
+	go func() { // reader
+		defer it.wg.Done()
+		defer close(reads)
+		for {
+			rows, err := it.read(ctx)
+			if len(rows) > 0 || err != nil {
+				select {
+				case reads <- batchResult{rows, err}:
+				case <-it.done:
+					return
+				}
+			}
+			if err != nil || len(rows) < BatchSize {
+				return
+			}
+		}
+	}()
+	go func() { // evaluator
+		defer it.wg.Done()
+		defer close(it.results)
+		for b := range reads {
+			if b.err == nil {
+				b.rows, b.err = it.eval(ctx, b.rows)
+			}
+			select {
+			case it.results <- b:
+			case <-it.done:
+				return
+			}
+			if b.err != nil {
+				return
+			}
+		}
+	}()
 }
 
 func (it *batchIter) Next(ctx *sql.Context) (sql.Row, error) {
-	if it.pos < len(it.buf) {
-		r := it.buf[it.pos]
-		it.buf[it.pos] = nil
-		it.pos++
-		return r, nil
+	it.once.Do(func() { it.start(ctx) })
+	if it.results == nil {
+		return nil, io.EOF // closed before it started
 	}
-	if it.done {
-		return nil, io.EOF
+	for it.pos >= len(it.cur) {
+		if it.err != nil {
+			return nil, it.err
+		}
+		b, ok := <-it.results
+		if !ok {
+			it.err = io.EOF
+			return nil, io.EOF
+		}
+		if b.err != nil {
+			it.err = b.err
+			return nil, b.err
+		}
+		it.cur, it.pos = b.rows, 0
 	}
-	if err := it.fill(ctx); err != nil {
-		return nil, err
-	}
-	if len(it.buf) == 0 {
-		return nil, io.EOF
-	}
-	return it.Next(ctx)
+	r := it.cur[it.pos]
+	it.cur[it.pos] = nil
+	it.pos++
+	return r, nil
 }
 
-// fill reads the next batch from the child and computes the batch columns.
-func (it *batchIter) fill(ctx *sql.Context) error {
-	it.buf, it.pos = it.buf[:0], 0
-	for len(it.buf) < BatchSize {
+// read takes up to BatchSize rows from the child; fewer means the child is exhausted.
+func (it *batchIter) read(ctx *sql.Context) ([]sql.Row, error) {
+	batch := make([]sql.Row, 0, BatchSize)
+	for len(batch) < BatchSize {
 		r, err := it.child.Next(ctx)
 		if err == io.EOF {
-			it.done = true
 			break
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		it.buf = append(it.buf, r)
+		batch = append(batch, r)
 	}
-	if len(it.buf) == 0 {
-		return nil
-	}
+	return batch, nil
+}
+
+// eval computes the batch columns for rows and returns the extended rows.
+func (it *batchIter) eval(ctx *sql.Context, rows []sql.Row) ([]sql.Row, error) {
 	cols := make([][]any, len(it.node.exprs))
 	for k, e := range it.node.exprs {
-		args := make([][]any, len(it.buf))
-		for i, r := range it.buf {
+		args := make([][]any, len(rows))
+		for i, r := range rows {
 			a, err := evalArgs(ctx, r, e.BatchArgs())
 			if err != nil {
-				return err
+				return nil, err
 			}
 			args[i] = a
 		}
 		out, err := e.EvalBatch(ctx, args)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if len(out) != len(it.buf) {
-			return fmt.Errorf("%s returned %d results for %d rows", e, len(out), len(it.buf))
+		if len(out) != len(rows) {
+			return nil, fmt.Errorf("%s returned %d results for %d rows", e, len(out), len(rows))
 		}
 		cols[k] = out
 	}
-	for i, r := range it.buf {
+	for i, r := range rows {
 		ext := make(sql.Row, len(r), len(r)+len(cols))
 		copy(ext, r)
 		for k := range cols {
 			ext = append(ext, cols[k][i])
 		}
-		it.buf[i] = ext
+		rows[i] = ext
 	}
-	return nil
+	return rows, nil
 }
 
-func (it *batchIter) Close(ctx *sql.Context) error { return it.child.Close(ctx) }
+// Close stops the pipeline, then closes the child.
+func (it *batchIter) Close(ctx *sql.Context) error {
+	it.once.Do(func() {}) // never start after Close
+	if it.done != nil {
+		close(it.done)
+		it.wg.Wait()
+	}
+	return it.child.Close(ctx)
+}

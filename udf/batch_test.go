@@ -82,6 +82,13 @@ func TestBatchRule(t *testing.T) {
 		t.Fatalf("simple SELECT: %d rows with %d calls", len(r), calls.Load())
 	}
 
+	// A LIMIT closes the pipeline while it is ahead of the consumer.
+	for i := 0; i < 20; i++ {
+		if r := q("SELECT BATCH_DOUBLE(x) FROM t LIMIT 3"); len(r) != 3 {
+			t.Fatalf("LIMIT 3: %v", r)
+		}
+	}
+
 	// Filters, limits, joins and INSERT ... SELECT keep their meaning.
 	if r := q("SELECT BATCH_DOUBLE(x) FROM t WHERE id BETWEEN 5 AND 7 ORDER BY id"); fmt.Sprint(r) != "[[10] [12] [14]]" {
 		t.Fatalf("with WHERE: %v", r)

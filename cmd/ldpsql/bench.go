@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	gosql "database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,20 +17,23 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/plugins/builtin/pca/pcaenc"
 	"github.com/ldpsql/ldpsql/udf"
 )
 
 func benchCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", "Measure ldpsql's throughput on this machine: INSERT rows/s into a DuckDB file, and a scan\nof --rows labels plain vs through FLIP_LABEL, in process and over the MySQL protocol on loopback.",
+	fs := newFlagSet("bench", "Measure ldpsql's throughput on this machine: INSERT rows/s into a DuckDB file, and a scan\nof --rows labels plain vs through FLIP_LABEL, in process and over the MySQL protocol on loopback, and\nLDP_ENCODE through the built-in pca plugin against the same encoding in process (needs scripts/build.sh).",
 		`  ldpsql bench
   ldpsql bench --rows 200000
 `, stderr)
 	n := fs.Int("rows", 1_000_000, "rows in the scan benchmark")
 	repeat := fs.Int("repeat", 3, "timed repetitions of each scan (the best is reported)")
+	encodeRows := fs.Int("encode-rows", 60_000, "rows of 784 features in the LDP_ENCODE benchmark")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *n < 1 || *repeat < 1 {
+	if *n < 1 || *repeat < 1 || *encodeRows < 1 {
 		return fmt.Errorf("--rows and --repeat must be at least 1")
 	}
 	logrus.SetLevel(logrus.WarnLevel) // the server's per-connection log lines would interleave with the report
@@ -140,7 +145,114 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 			return count, rows.Err()
 		}, *n)
 	}
-	return compare(stdout, fmt.Sprintf("scan of %d labels, MySQL protocol on loopback", *n), *n, overWire, plain, flip)
+	if err := compare(stdout, fmt.Sprintf("scan of %d labels, MySQL protocol on loopback", *n), *n, overWire, plain, flip); err != nil {
+		return err
+	}
+	return benchEncode(e, stdout, *encodeRows, *repeat)
+}
+
+// benchEncode measures LDP_ENCODE through the built-in pca plugin against the same encoding and
+// randomisation in process, and ldp_privatize, on rows of 784 uniform features.
+func benchEncode(e *engine.Engine, w io.Writer, n, repeat int) error {
+	if _, err := e.Catalog.Mechanism(context.Background(), "pca"); err != nil {
+		fmt.Fprintln(w, "LDP_ENCODE: skipped, the built-in pca plugin is not beside this binary (build with scripts/build.sh)")
+		return nil
+	}
+	const dim = 784
+	rng := rand.New(rand.NewPCG(1, 2))
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = make([]float32, dim)
+		for j := range rows[i] {
+			rows[i][j] = rng.Float32()
+		}
+	}
+	if _, _, err := e.Query(e.NewContext(context.Background()), "CREATE TABLE vecs (id INT PRIMARY KEY, f LONGBLOB)"); err != nil {
+		return err
+	}
+	tx, err := e.DuckDB.Begin()
+	if err != nil {
+		return err
+	}
+	for i, r := range rows {
+		if _, err := tx.Exec(`INSERT INTO ldpsql.vecs VALUES (?, ?)`, int32(i), udf.PackVector(r)); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	const params = `{"d": 8, "l": 10}`
+	if _, _, err := e.Query(e.NewContext(context.Background()), "CALL ldp_fit_mechanism('bench_pca8', 'pca', 'vecs', 'f', '"+params+"')"); err != nil {
+		return err
+	}
+	drain := func(q string) (int, error) {
+		ctx := e.NewContext(context.Background())
+		_, iter, _, err := e.GMS.Query(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		defer iter.Close(ctx)
+		count := 0
+		for {
+			if _, err := iter.Next(ctx); err == io.EOF {
+				return count, nil
+			} else if err != nil {
+				return count, err
+			}
+			count++
+		}
+	}
+	viaSQL, err := best(repeat, func() (int, error) { return drain("SELECT LDP_ENCODE(f, 1, 'bench_pca8') FROM vecs") }, n)
+	if err != nil {
+		return err
+	}
+	p, err := pcaenc.ParseParams(json.RawMessage(params))
+	if err != nil {
+		return err
+	}
+	model, err := pcaenc.FitRows(p, rows)
+	if err != nil {
+		return err
+	}
+	rnd, err := mechanisms.NewRandomiser(mechanisms.RandomiserLaplace, mechanisms.L1Ball{D: 8, Radius: 10}, 1)
+	if err != nil {
+		return err
+	}
+	inProcess, err := best(repeat, func() (int, error) {
+		x, src, count := make([]float64, 8), mechanisms.CryptoSource(), 0
+		for start := 0; start < n; start += udf.BatchSize {
+			enc, err := model.Encode(rows[start:min(start+udf.BatchSize, n)])
+			if err != nil {
+				return 0, err
+			}
+			for _, z := range enc {
+				for j, v := range z {
+					x[j] = float64(v)
+				}
+				if _, err := rnd.Randomise(x, src); err != nil {
+					return 0, err
+				}
+				count++
+			}
+		}
+		return count, nil
+	}, n)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if _, _, err := e.Query(e.NewContext(context.Background()), "CALL ldp_privatize('vecs', 'f', '', 'vecs_released', 1.0, 1, 'bench_pca8', 'laplace', 0)"); err != nil {
+		return err
+	}
+	bulk := time.Since(start)
+	fmt.Fprintf(w, "LDP_ENCODE with the pca encoder (d = 8), %d rows of %d features:\n", n, dim)
+	fmt.Fprintf(w, "  %-45s %8.3f s  %10.0f rows/s\n", "SELECT LDP_ENCODE(f, 1, 'bench_pca8') FROM vecs", viaSQL.Seconds(), float64(n)/viaSQL.Seconds())
+	fmt.Fprintf(w, "  %-45s %8.3f s  %10.0f rows/s\n", "in process (pcaenc + laplace randomiser)", inProcess.Seconds(), float64(n)/inProcess.Seconds())
+	fmt.Fprintf(w, "  SQL / in process: %.0f%% (target ≥ 50%%)\n", 100*inProcess.Seconds()/viaSQL.Seconds())
+	fmt.Fprintf(w, "  %-45s %8.3f s  %10.0f rows/s\n", "CALL ldp_privatize(...)", bulk.Seconds(), float64(n)/bulk.Seconds())
+	return nil
 }
 
 // best runs f repeat times and returns the fastest duration, checking the row count each time.

@@ -25,7 +25,8 @@ Commands:
   serve     serve the MySQL wire protocol
   sql       run SQL statements in process (an interactive shell without -e)
   demo      load the WDBC breast-cancer data, privatise its labels, print debiased frequencies
-  bench     measure INSERT and FLIP_LABEL throughput on this machine
+  bench     measure INSERT, FLIP_LABEL and LDP_ENCODE throughput on this machine
+  dataset   load a data set into tables (dataset load fashion-mnist | breast-cancer)
   version   print the version
 
 Examples:
@@ -34,6 +35,7 @@ Examples:
   mysql -h 127.0.0.1 -P 3306 -u root ldpsql
   ldpsql sql --db ./ldpsql.duckdb -e "SELECT FLIP_LABEL(1, 1.0, 2)"
   ldpsql sql --db :memory:
+  ldpsql dataset load fashion-mnist
 
 Run "ldpsql <command> --help" for a command's flags.
 `
@@ -56,6 +58,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = sqlCmd(args[1:], stdin, stdout, stderr)
 	case "demo":
 		err = demoCmd(args[1:], stdout, stderr)
+	case "dataset":
+		err = datasetCmd(args[1:], stdout, stderr)
 	case "bench":
 		err = benchCmd(args[1:], stdout, stderr)
 	case "version", "--version":

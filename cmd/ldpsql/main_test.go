@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -79,5 +80,27 @@ func TestCommandLine(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, ""); code != 2 {
 		t.Errorf("no command: %d", code)
+	}
+}
+
+func TestDatasetLoad(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "d.duckdb")
+	if code, out, errOut := runCLI(t, "", "dataset", "load", "breast-cancer", "--db", db); code != 0 || !strings.Contains(out, "loaded 569") {
+		t.Fatalf("breast-cancer: %d %s %s", code, out, errOut)
+	}
+	code, out, _ := runCLI(t, "", "sql", "--db", db, "-e", "SELECT COUNT(*), SUM(label), MIN(LENGTH(features)) FROM breast_cancer")
+	if code != 0 || !strings.Contains(out, "| 569      | 357        | 120 ") {
+		t.Fatalf("table: %s", out)
+	}
+	t.Setenv("LDPSQL_DATA", filepath.Join(t.TempDir(), "nothing-here"))
+	if _, err := os.Stat("/usr/share/datasets/fashion-mnist"); err == nil {
+		t.Skip("the Debian package is installed, so Fashion-MNIST is always found")
+	}
+	code, _, errOut := runCLI(t, "", "dataset", "load", "fashion-mnist", "--db", db)
+	if code != 1 || !strings.Contains(errOut, "/usr/share/datasets/fashion-mnist") || !strings.Contains(errOut, "nothing-here") || !strings.Contains(errOut, "apt-get install dataset-fashion-mnist") {
+		t.Fatalf("missing data: %d %s", code, errOut)
+	}
+	if code, _, _ := runCLI(t, "", "dataset", "load", "cifar"); code != 1 {
+		t.Fatal("unknown data set accepted")
 	}
 }

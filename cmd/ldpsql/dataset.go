@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dolthub/go-mysql-server/sql"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/training/datasets"
+	"github.com/ldpsql/ldpsql/udf"
+)
+
+func datasetCmd(args []string, stdout, stderr io.Writer) error {
+	if len(args) < 2 || args[0] != "load" {
+		return fmt.Errorf("usage: ldpsql dataset load fashion-mnist|breast-cancer [--db PATH] [--into TABLE]")
+	}
+	which := args[1]
+	fs := newFlagSet("dataset load "+which, `Load a data set into tables with a packed float32 feature BLOB (features) and an INT label.
+fashion-mnist: TABLE_train (60,000 images) and TABLE_test (10,000), pixels / 255, from
+/usr/share/datasets/fashion-mnist (apt-get install dataset-fashion-mnist), $LDPSQL_DATA, or ../shared/data.
+breast-cancer: TABLE (569 rows of 30 features, label 0 = malignant, 1 = benign), shipped inside ldpsql.`,
+		`  ldpsql dataset load fashion-mnist --db ./ldpsql.duckdb
+  ldpsql dataset load breast-cancer --into wdbc_vectors
+`, stderr)
+	db := fs.String("db", engine.DefaultPath, "DuckDB file (created if missing), or :memory:")
+	into := fs.String("into", "", "table name (prefix for fashion-mnist); default fashion_mnist / breast_cancer")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	e, err := openEngine(*db, udf.Config{})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	start := time.Now()
+	switch which {
+	case "fashion-mnist":
+		if *into == "" {
+			*into = "fashion_mnist"
+		}
+		for _, split := range []string{"train", "test"} {
+			imgs, from, err := datasets.LoadFashionMNIST(split)
+			if err != nil {
+				return err
+			}
+			table := *into + "_" + split
+			n, err := loadVectors(e, table, imgs.Pixels, imgs.Labels)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "loaded %d Fashion-MNIST %s images from %s into %s\n", n, split, from, table)
+		}
+	case "breast-cancer":
+		if *into == "" {
+			*into = "breast_cancer"
+		}
+		d, err := datasets.LoadWDBC()
+		if err != nil {
+			return err
+		}
+		feats := make([][]float32, len(d.Features))
+		for i, x := range d.Features {
+			feats[i] = make([]float32, len(x))
+			for j, v := range x {
+				feats[i][j] = float32(v)
+			}
+		}
+		n, err := loadVectors(e, *into, feats, d.Labels)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "loaded %d WDBC breast-cancer rows into %s\n", n, *into)
+	default:
+		return fmt.Errorf("unknown data set %q: fashion-mnist or breast-cancer", which)
+	}
+	fmt.Fprintf(stdout, "done in %.1f s\n", time.Since(start).Seconds())
+	return e.Close()
+}
+
+// loadVectors (re)creates table(id INT PRIMARY KEY, features LONGBLOB, label INT) and fills it in one
+// statement.
+func loadVectors(e *engine.Engine, table string, feats [][]float32, labels []int) (int64, error) {
+	ctx := e.NewContext(context.Background())
+	for _, q := range []string{
+		"DROP TABLE IF EXISTS `" + table + "`",
+		"CREATE TABLE `" + table + "` (id INT PRIMARY KEY, features LONGBLOB NOT NULL, label INT NOT NULL)",
+	} {
+		if _, _, err := e.Query(ctx, q); err != nil {
+			return 0, err
+		}
+	}
+	pos := 0
+	return e.InsertRows(ctx, table, func() ([]sql.Row, error) {
+		if pos >= len(feats) {
+			return nil, nil
+		}
+		end := min(pos+4096, len(feats))
+		rows := make([]sql.Row, 0, end-pos)
+		for i := pos; i < end; i++ {
+			rows = append(rows, sql.Row{int32(i + 1), udf.PackVector(feats[i]), int32(labels[i])})
+		}
+		pos = end
+		return rows, nil
+	})
+}
