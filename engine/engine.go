@@ -36,6 +36,8 @@ type Engine struct {
 	Provider *Provider
 	// Catalog holds the registered mechanisms and fitted models.
 	Catalog *Catalog
+	// Jobs runs background jobs and records them in ldp_jobs.
+	Jobs *Jobs
 	// DuckDB is the underlying DuckDB handle. Writing to ldpsql's tables through it directly bypasses the
 	// engine's caches (schemas, row counts): only bulk-load a table this way right after creating it.
 	DuckDB *gosql.DB
@@ -93,7 +95,7 @@ func Open(path string, opts ...Option) (*Engine, error) {
 func (e *Engine) init(opts []Option) error {
 	if _, err := e.DuckDB.Exec(`CREATE SCHEMA IF NOT EXISTS ` + CatalogSchema + `;
 		CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.settings (key VARCHAR PRIMARY KEY, value BLOB);
-		` + createViewsTable + `;` + createCatalogTables); err != nil {
+		` + createViewsTable + `;` + createCatalogTables + createJobsTable); err != nil {
 		return fmt.Errorf("creating ldpsql catalog in %q: %w", e.path, err)
 	}
 	p, err := newProvider(e.DuckDB)
@@ -102,6 +104,9 @@ func (e *Engine) init(opts []Option) error {
 	}
 	e.Provider = p
 	e.Catalog = &Catalog{db: e.DuckDB}
+	if e.Jobs, err = newJobs(e.DuckDB); err != nil {
+		return fmt.Errorf("recovering jobs: %w", err)
+	}
 	if err := e.ensureDefaultDatabase(); err != nil {
 		return err
 	}
@@ -206,6 +211,7 @@ func (r embeddedResolver) NewSession(context.Context, uint32, *gmsdriver.Connect
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		var errs []error
+		e.Jobs.close() // jobs use the plugin host and DuckDB: stop them first
 		for i := len(e.closers) - 1; i >= 0; i-- {
 			errs = append(errs, e.closers[i]())
 		}
