@@ -36,7 +36,7 @@ func NewRRFrequency(_ *sql.Context, args ...sql.Expression) (sql.Expression, err
 var registerAggregates = sync.OnceFunc(func() {
 	prev := planbuilder.IsAggregateFunc
 	planbuilder.IsAggregateFunc = func(name string) bool {
-		return name == "rr_frequency" || prev(name)
+		return name == "rr_frequency" || name == "private_accuracy" || prev(name)
 	}
 })
 

@@ -14,6 +14,8 @@ func Functions() []sql.Function {
 		sql.FunctionN{Name: "flip_label", Fn: NewFlipLabel},
 		sql.FunctionN{Name: "ldp_laplace", Fn: NewLDPLaplace},
 		sql.FunctionN{Name: "rr_frequency", Fn: NewRRFrequency},
+		sql.FunctionN{Name: "private_accuracy", Fn: NewPrivateAccuracy},
+		sql.FunctionN{Name: "ldp_accuracy_bound", Fn: NewLDPAccuracyBound},
 	}
 }
 

@@ -230,3 +230,28 @@ func TestRRFrequencyDebiases(t *testing.T) {
 		t.Errorf("empty input: %v", r)
 	}
 }
+
+func TestAccuracyFunctions(t *testing.T) {
+	e, q := newEngine(t)
+	if r := q("SELECT LDP_ACCURACY_BOUND(7, 10), LDP_ACCURACY_BOUND(0.7, 10)"); math.Abs(r[0][0].(float64)-0.807) > 5e-4 || math.Abs(r[0][1].(float64)-0.142) > 5e-4 {
+		t.Fatalf("bound: %v", r)
+	}
+	if err := queryErr(e, "SELECT LDP_ACCURACY_BOUND(1, 3)"); err == nil || !strings.Contains(err.Error(), "even") {
+		t.Fatalf("odd K: %v", err)
+	}
+	// 60,000 validation rows, 70% correct. The bits are flipped with probability 1/(e+1) = 0.269 and
+	// debiased; the standard error is sqrt(f(1-f)/n)/(1-2p) ≈ 0.0041, so 0.025 is over 6 of them.
+	const n = 60_000
+	fillLabels(t, e, n, 10) // y = id mod 10: correct = (y < 7)
+	got := q("SELECT PRIVATE_ACCURACY(y < 7, 1.0) FROM labels")[0][0].(float64)
+	if math.Abs(got-0.7) > 0.025 {
+		t.Fatalf("PRIVATE_ACCURACY: %.4f, want 0.7", got)
+	}
+	// The released bits are noisy: repeated runs differ.
+	if a, b := q("SELECT PRIVATE_ACCURACY(y < 7, 1.0) FROM labels")[0][0], q("SELECT PRIVATE_ACCURACY(y < 7, 1.0) FROM labels")[0][0]; a == b && a == got {
+		t.Fatal("PRIVATE_ACCURACY gave the same estimate three times: no fresh noise")
+	}
+	if err := queryErr(e, "SELECT PRIVATE_ACCURACY(y, 1.0) FROM labels"); err == nil || !strings.Contains(err.Error(), "0 or 1") {
+		t.Fatalf("non-bit: %v", err)
+	}
+}

@@ -90,23 +90,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	plain, flip := "SELECT y FROM labels", "SELECT FLIP_LABEL(y, 1.0, 10) FROM labels"
 	inProcess := func(query string) (time.Duration, error) {
-		return best(*repeat, func() (int, error) {
-			ctx := e.NewContext(context.Background())
-			_, iter, _, err := e.GMS.Query(ctx, query)
-			if err != nil {
-				return 0, err
-			}
-			defer iter.Close(ctx)
-			count := 0
-			for {
-				if _, err := iter.Next(ctx); err == io.EOF {
-					return count, nil
-				} else if err != nil {
-					return count, err
-				}
-				count++
-			}
-		}, *n)
+		return best(*repeat, func() (int, error) { return drainQuery(e, query) }, *n)
 	}
 	if err := compare(stdout, fmt.Sprintf("scan of %d labels, in process", *n), *n, inProcess, plain, flip); err != nil {
 		return err
@@ -187,24 +171,7 @@ func benchEncode(e *engine.Engine, w io.Writer, n, repeat int) error {
 	if _, _, err := e.Query(e.NewContext(context.Background()), "CALL ldp_fit_mechanism('bench_pca8', 'pca', 'vecs', 'f', '"+params+"')"); err != nil {
 		return err
 	}
-	drain := func(q string) (int, error) {
-		ctx := e.NewContext(context.Background())
-		_, iter, _, err := e.GMS.Query(ctx, q)
-		if err != nil {
-			return 0, err
-		}
-		defer iter.Close(ctx)
-		count := 0
-		for {
-			if _, err := iter.Next(ctx); err == io.EOF {
-				return count, nil
-			} else if err != nil {
-				return count, err
-			}
-			count++
-		}
-	}
-	viaSQL, err := best(repeat, func() (int, error) { return drain("SELECT LDP_ENCODE(f, 1, 'bench_pca8') FROM vecs") }, n)
+	viaSQL, err := best(repeat, func() (int, error) { return drainQuery(e, "SELECT LDP_ENCODE(f, 1, 'bench_pca8') FROM vecs") }, n)
 	if err != nil {
 		return err
 	}
@@ -253,6 +220,25 @@ func benchEncode(e *engine.Engine, w io.Writer, n, repeat int) error {
 	fmt.Fprintf(w, "  SQL / in process: %.0f%% (target ≥ 50%%)\n", 100*inProcess.Seconds()/viaSQL.Seconds())
 	fmt.Fprintf(w, "  %-45s %8.3f s  %10.0f rows/s\n", "CALL ldp_privatize(...)", bulk.Seconds(), float64(n)/bulk.Seconds())
 	return nil
+}
+
+// drainQuery runs a query in process and counts its rows without keeping them.
+func drainQuery(e *engine.Engine, q string) (int, error) {
+	ctx := e.NewContext(context.Background())
+	_, iter, _, err := e.GMS.Query(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	defer iter.Close(ctx)
+	count := 0
+	for {
+		if _, err := iter.Next(ctx); err == io.EOF {
+			return count, nil
+		} else if err != nil {
+			return count, err
+		}
+		count++
+	}
 }
 
 // best runs f repeat times and returns the fastest duration, checking the row count each time.
