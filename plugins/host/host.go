@@ -195,11 +195,12 @@ func (h *Host) start(ctx context.Context, spec Spec, key string) (*instance, err
 	logger := h.logger.Named(name)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
-		Plugins:          plugin.PluginSet{sdk.PluginName: &sdk.EncoderPlugin{}},
+		Plugins:          plugin.PluginSet{sdk.PluginName: clientPlugin{}},
 		Cmd:              cmd,
 		SecureConfig:     &plugin.SecureConfig{Checksum: sum, Hash: sha256.New()},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
+		GRPCDialOptions:  dialOptions,
 		SkipHostEnv:      true,
 		StartTimeout:     spec.StartTimeout,
 		Logger:           logger,
@@ -236,7 +237,7 @@ func (h *Host) start(ctx context.Context, spec Spec, key string) (*instance, err
 		inst.stop(false)
 		return nil, fmt.Errorf("host: plugin %q: %w: %v", name, ErrHandshake, err)
 	}
-	enc, ok := raw.(ldpv1.EncoderClient)
+	enc, ok := raw.(*pluginConn)
 	if !ok {
 		inst.stop(false)
 		return nil, fmt.Errorf("host: plugin %q: %w: dispensed %T", name, ErrHandshake, raw)
@@ -280,7 +281,7 @@ type instance struct {
 	spec      Spec
 	client    *plugin.Client
 	cmd       *exec.Cmd
-	rpc       ldpv1.EncoderClient
+	rpc       *pluginConn
 	desc      sdk.Description
 	pid       int
 	stderr    *tailWriter

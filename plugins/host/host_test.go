@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -329,6 +330,16 @@ func TestIdentityFitClipAndChunks(t *testing.T) {
 			}
 		}
 	}
+	// Decode (the identity: a copy) answers as much as it is sent, in chunks.
+	x, err := p.Decode(ctx, z)
+	if err != nil || len(x) != len(z) {
+		t.Fatalf("Decode: %d rows, %v", len(x), err)
+	}
+	for i := range z {
+		if !slices.Equal(x[i], z[i]) {
+			t.Fatalf("Decode row %d differs", i)
+		}
+	}
 	// Fit errors: from the row source, and from the plugin.
 	boom := errors.New("boom")
 	if _, err := p.Fit(ctx, nil, dim, func() ([][]float32, error) { return nil, boom }); !errors.Is(err, boom) {
@@ -522,7 +533,7 @@ func TestLiarOutputsReturnedAsIsButShapesChecked(t *testing.T) {
 	if err != nil || z[0][0] != 1e30 || d.OutputSet.Contains(z[0]) {
 		t.Errorf("answer outside the ball: %v, %v (want it returned as is)", z, err)
 	}
-	for mode, want := range map[float32]string{3: "1 rows of 2 values for 2 rows", 4: "2 rows of 3 values", 5: "needs 4 values, got 3"} {
+	for mode, want := range map[float32]string{3: "1 rows of 2 values for 2 rows", 4: "2 rows of 3 values", 5: "needs 4 values (16 bytes), got 11 bytes"} {
 		if _, err := p.Encode(ctx, row(mode)); !errors.Is(err, ErrBadOutput) || !strings.Contains(err.Error(), want) {
 			t.Errorf("mode %v: %v, want ErrBadOutput (%s)", mode, err, want)
 		}
@@ -682,6 +693,26 @@ func TestReplacedWhileBusyThenClose(t *testing.T) {
 	for _, pid := range h.pids() {
 		if plugintest.Alive(pid) {
 			t.Errorf("process %d survived Close", pid)
+		}
+	}
+}
+
+func TestChunking(t *testing.T) {
+	for _, tc := range []struct{ n, in, out, step, chunks int }{
+		{0, 784, 8, 1, 0},
+		{1, 784, 8, 1, 1},
+		{1316, 784, 8, 1316, 1}, // exactly one full message
+		{1317, 784, 8, 659, 2},  // split evenly, not 1316 + 1
+		{4096, 784, 8, 1024, 4}, // the benchmark's batches
+		{2500, 1000, 1000, 834, 3},
+		{10, 1 << 22, 1, 1, 10}, // rows over the limit still go one by one
+	} {
+		step, chunks := chunking(tc.n, tc.in, tc.out)
+		if step != tc.step || chunks != tc.chunks {
+			t.Errorf("chunking(%d, %d, %d) = %d, %d; want %d, %d", tc.n, tc.in, tc.out, step, chunks, tc.step, tc.chunks)
+		}
+		if tc.n > 0 && (step > chunkRows(tc.in, tc.out) || (chunks-1)*step >= tc.n || chunks*step < tc.n) {
+			t.Errorf("chunking(%d, %d, %d) = %d, %d: does not cover the rows within the limit", tc.n, tc.in, tc.out, step, chunks)
 		}
 	}
 }

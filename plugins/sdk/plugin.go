@@ -2,10 +2,12 @@ package sdk
 
 import (
 	"context"
+	"slices"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/ldpsql/ldpsql/plugins/internal/wirecodec"
 	"github.com/ldpsql/ldpsql/plugins/proto/ldpv1"
 )
 
@@ -21,8 +23,38 @@ var _ plugin.GRPCPlugin = (*EncoderPlugin)(nil)
 
 // GRPCServer registers the adapter that serves Impl.
 func (p *EncoderPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	ldpv1.RegisterEncoderServer(s, NewGRPCServer(p.Impl))
+	s.RegisterService(&encoderServiceDesc, NewGRPCServer(p.Impl))
 	return nil
+}
+
+// encoderServiceDesc is ldpv1.Encoder_ServiceDesc with an Encode handler that
+// reads the request into a wirecodec.EncodeRequest and recycles its buffer
+// when the call ends (the rows are only valid during Encode, and the answer
+// is packed into a buffer of its own).
+var encoderServiceDesc = func() grpc.ServiceDesc {
+	d := ldpv1.Encoder_ServiceDesc
+	d.Methods = slices.Clone(d.Methods)
+	for i := range d.Methods {
+		if d.Methods[i].MethodName == "Encode" {
+			d.Methods[i].Handler = encodeHandler
+		}
+	}
+	return d
+}()
+
+func encodeHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+	in := new(wirecodec.EncodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	defer in.Recycle()
+	if interceptor == nil {
+		return srv.(ldpv1.EncoderServer).Encode(ctx, &in.EncodeRequest)
+	}
+	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: ldpv1.Encoder_Encode_FullMethodName}
+	return interceptor(ctx, &in.EncodeRequest, info, func(ctx context.Context, req any) (any, error) {
+		return srv.(ldpv1.EncoderServer).Encode(ctx, req.(*ldpv1.EncodeRequest))
+	})
 }
 
 // GRPCClient returns an ldpv1.EncoderClient on conn.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/ldpsql/ldpsql/plugins/internal/wirecodec"
 	"github.com/ldpsql/ldpsql/plugins/proto/ldpv1"
 )
 
@@ -164,8 +165,8 @@ func TestServerEncodeLifecycle(t *testing.T) {
 
 	_, err = c.Encode(ctx, &ldpv1.EncodeRequest{Rows: mat(t, [][]float32{{1, 2}}, 2)})
 	wantCode(t, err, codes.InvalidArgument, "rows have 2 columns, the encoder takes 3")
-	_, err = c.Encode(ctx, &ldpv1.EncodeRequest{Rows: &ldpv1.Matrix{Rows: 2, Cols: 3, Values: make([]float32, 5)}})
-	wantCode(t, err, codes.InvalidArgument, "needs 6 values, got 5")
+	_, err = c.Encode(ctx, &ldpv1.EncodeRequest{Rows: &ldpv1.Matrix{Rows: 2, Cols: 3, Values: make([]byte, 20)}})
+	wantCode(t, err, codes.InvalidArgument, "needs 6 values (24 bytes), got 20 bytes")
 	_, err = c.Encode(ctx, &ldpv1.EncodeRequest{})
 	wantCode(t, err, codes.InvalidArgument, "missing")
 	_, err = c.Encode(ctx, &ldpv1.EncodeRequest{Rows: mat(t, [][]float32{{-7, 0, 0}}, 3)})
@@ -301,5 +302,65 @@ func TestOutputSetContains(t *testing.T) {
 	}
 	if (OutputSet{}).Contains(nil) {
 		t.Error("no set")
+	}
+}
+
+// The served Encode handler reads requests into recycled buffers: answers
+// must still be right when calls overlap, with the plugins' codec (as Serve
+// sets it up) or gRPC's default one. encodeOnly returns its input rows
+// themselves, the case where the answer is packed from the request buffer.
+func TestServedEncodeRecyclesRequests(t *testing.T) {
+	for _, name := range []string{"wirecodec", "default"} {
+		t.Run(name, func(t *testing.T) {
+			var sopts []grpc.ServerOption
+			copts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+			if name == "wirecodec" {
+				sopts = append(sopts, grpc.ForceServerCodecV2(wirecodec.Codec{}))
+				copts = append(copts, grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wirecodec.Codec{})))
+			}
+			lis := bufconn.Listen(1 << 20)
+			srv := grpc.NewServer(sopts...)
+			if err := (&EncoderPlugin{Impl: encodeOnly{}}).GRPCServer(nil, srv); err != nil {
+				t.Fatal(err)
+			}
+			go srv.Serve(lis) //nolint:errcheck
+			copts = append(copts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+			conn, err := grpc.NewClient("passthrough:///bufnet", copts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close(); srv.Stop() })
+			c := ldpv1.NewEncoderClient(conn)
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for it := range 20 {
+						x := make([][]float32, 5000) // 20 KB: a pooled buffer
+						for i := range x {
+							x[i] = []float32{float32(g*1e6 + it*1e4 + i)}
+						}
+						r, err := c.Encode(context.Background(), &ldpv1.EncodeRequest{Rows: mat(t, x, 1)})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						z, err := r.GetRows().RowViews()
+						if err != nil || len(z) != len(x) {
+							t.Errorf("%d rows, %v", len(z), err)
+							return
+						}
+						for i := range z {
+							if z[i][0] != x[i][0] {
+								t.Errorf("goroutine %d call %d row %d: %v, want %v", g, it, i, z[i][0], x[i][0])
+								return
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
 	}
 }

@@ -34,13 +34,18 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// A dense row-major float32 matrix: values[i*cols + j] is row i, column j.
-// len(values) must equal rows*cols.
+// A dense row-major float32 matrix. values holds rows*cols IEEE 754 binary32
+// numbers, 4 bytes each, little-endian, row after row: bytes [4k, 4k+4) are
+// element k = i*cols + j (row i, column j). len(values) must equal 4*rows*cols.
+// Every bit pattern is a value (NaN payloads included); nothing is normalised.
+//
+// On the wire this is the same encoding as a packed `repeated float values = 3`,
+// but as bytes it is copied rather than decoded element by element.
 type Matrix struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Rows          uint32                 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
 	Cols          uint32                 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
-	Values        []float32              `protobuf:"fixed32,3,rep,packed,name=values,proto3" json:"values,omitempty"` // packed
+	Values        []byte                 `protobuf:"bytes,3,opt,name=values,proto3" json:"values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -89,7 +94,7 @@ func (x *Matrix) GetCols() uint32 {
 	return 0
 }
 
-func (x *Matrix) GetValues() []float32 {
+func (x *Matrix) GetValues() []byte {
 	if x != nil {
 		return x.Values
 	}
@@ -815,7 +820,7 @@ const file_encoder_proto_rawDesc = "" +
 	"\x06Matrix\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
 	"\x04cols\x18\x02 \x01(\rR\x04cols\x12\x16\n" +
-	"\x06values\x18\x03 \x03(\x02R\x06values\" \n" +
+	"\x06values\x18\x03 \x01(\fR\x06values\" \n" +
 	"\x06L1Ball\x12\x16\n" +
 	"\x06radius\x18\x01 \x01(\x01R\x06radius\"%\n" +
 	"\x03Box\x12\x0e\n" +

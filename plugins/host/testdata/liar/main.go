@@ -63,27 +63,36 @@ func (s *server) Load(_ context.Context, req *ldpv1.LoadRequest) (*ldpv1.LoadRes
 func (s *server) Encode(_ context.Context, req *ldpv1.EncodeRequest) (*ldpv1.EncodeResponse, error) {
 	n := req.GetRows().GetRows()
 	mode := 0
-	if n > 0 {
-		mode = int(req.GetRows().GetValues()[0])
+	if in, err := req.GetRows().RowViews(); err == nil && n > 0 {
+		mode = int(in[0][0])
 	}
-	m := &ldpv1.Matrix{Rows: n, Cols: 2, Values: make([]float32, 2*n)}
+	vals := make([]float32, 2*n)
+	rows, cols := n, uint32(2)
 	switch mode {
 	case 1:
-		for i := range m.Values {
-			m.Values[i] = float32(math.NaN())
+		for i := range vals {
+			vals[i] = float32(math.NaN())
 		}
 	case 2:
-		for i := range m.Values {
-			m.Values[i] = float32(1e30 * float64(1-2*(i%2)))
+		for i := range vals {
+			vals[i] = float32(1e30 * float64(1-2*(i%2)))
 		}
 	case 3:
-		m.Rows, m.Values = n-1, m.Values[2:]
+		rows, vals = n-1, vals[2:]
 	case 4:
-		m.Cols, m.Values = 3, make([]float32, 3*n)
+		cols, vals = 3, make([]float32, 3*n)
 	case 5:
-		m.Values = m.Values[1:]
+		vals = vals[1:]
 	case 6:
 		return nil, status.Error(codes.InvalidArgument, "I do not like these rows")
+	}
+	m, err := ldpv1.NewMatrix([][]float32{vals}, len(vals))
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	m.Rows, m.Cols = rows, cols
+	if mode == 5 {
+		m.Values = m.Values[:len(m.Values)-1] // not even whole float32s
 	}
 	return &ldpv1.EncodeResponse{Rows: m}, nil
 }
