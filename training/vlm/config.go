@@ -1,0 +1,296 @@
+package vlm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Likelihoods accepted in Config.Likelihood.
+const (
+	Bernoulli = "bernoulli"
+	Gaussian  = "gaussian"
+)
+
+// Limits on Config values (beyond them training is either meaningless or
+// would exhaust memory).
+const (
+	MaxD      = 4096
+	MaxHidden = 1 << 16 // per layer
+	MaxLayers = 16      // hidden layers
+	MaxL      = 1e9     // keeps L·(anything we compute) far inside float32 range
+	MaxEpochs = 1 << 20
+	MaxBatch  = 1 << 16
+	MaxLR     = 1
+)
+
+// Config holds the VLM's architecture and training hyperparameters. Its JSON
+// form (field names in the tags) is what [ParseConfig] reads. Zero values
+// mean the defaults (see [DefaultConfig]), except EpsPretrain, where 0 means a
+// learnt scale, Linear and Seed.
+type Config struct {
+	// D is the latent dimension (default 8).
+	D int `json:"d"`
+	// L is the ℓ1 radius of the clipped encoder mean (default 10); the
+	// encoder's ℓ1 sensitivity is 2L.
+	L float64 `json:"l"`
+	// EpsPretrain fixes the training posterior scale at b_train =
+	// 2L/EpsPretrain (the thesis's ε_pre-training). 0 means b is a learnt
+	// scalar (b = exp(ρ), ρ initialised to log(1/(2√2))). Neither is the
+	// privatisation scale.
+	EpsPretrain float64 `json:"eps_pretrain"`
+	// Hidden are the encoder's hidden layer sizes, input side first
+	// (default {400, 150, 50}); the decoder uses them reversed. Ignored
+	// (must be empty in JSON) when Linear is set.
+	Hidden []int `json:"hidden"`
+	// Likelihood is "bernoulli" (features in [0, 1], default) or
+	// "gaussian" (standardised features, unit variance).
+	Likelihood string `json:"likelihood"`
+	// Linear selects the linear VLM: linear encoder and decoder, still
+	// ν-clipped and still noised in training.
+	Linear bool `json:"linear"`
+	// Epochs (default 20) and BatchSize (default 64) of Adam training.
+	Epochs    int `json:"epochs"`
+	BatchSize int `json:"batch_size"`
+	// LR is Adam's learning rate (default 5e-4).
+	LR float64 `json:"lr"`
+	// Seed determines initialisation, shuffling and training noise.
+	Seed uint64 `json:"seed"`
+}
+
+// DefaultConfig returns the thesis's MNIST settings (§9.3, §9.4) with a
+// learnt training scale: D 8, L 10, hidden {400, 150, 50}, Bernoulli, 20
+// epochs of batch 64 at learning rate 5e-4.
+func DefaultConfig() Config {
+	return Config{
+		D:          8,
+		L:          10,
+		Hidden:     []int{400, 150, 50},
+		Likelihood: Bernoulli,
+		Epochs:     20,
+		BatchSize:  64,
+		LR:         5e-4,
+	}
+}
+
+// withDefaults fills zero fields with the defaults and normalises Hidden
+// (nil for the linear variant, a copy otherwise).
+func (c Config) withDefaults() Config {
+	def := DefaultConfig()
+	if c.D == 0 {
+		c.D = def.D
+	}
+	if c.L == 0 {
+		c.L = def.L
+	}
+	if c.Likelihood == "" {
+		c.Likelihood = def.Likelihood
+	}
+	if c.Epochs == 0 {
+		c.Epochs = def.Epochs
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = def.BatchSize
+	}
+	if c.LR == 0 {
+		c.LR = def.LR
+	}
+	switch {
+	case c.Linear:
+		c.Hidden = nil
+	case len(c.Hidden) == 0:
+		c.Hidden = def.Hidden
+	default:
+		c.Hidden = slices.Clone(c.Hidden)
+	}
+	return c
+}
+
+// validate checks a configuration after withDefaults; errors name the JSON
+// field.
+func (c Config) validate() error {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case c.D < 1 || c.D > MaxD:
+		return fmt.Errorf("d = %d: want 1 ≤ d ≤ %d", c.D, MaxD)
+	case !finite(c.L) || !(c.L > 0) || c.L > MaxL:
+		return fmt.Errorf("l = %v: want a finite number in (0, %g]", c.L, float64(MaxL))
+	case !finite(c.EpsPretrain) || c.EpsPretrain < 0:
+		return fmt.Errorf("eps_pretrain = %v: want 0 (learnt scale) or a finite number > 0", c.EpsPretrain)
+	case c.Likelihood != Bernoulli && c.Likelihood != Gaussian:
+		return fmt.Errorf("likelihood = %q: want %q or %q", c.Likelihood, Bernoulli, Gaussian)
+	case c.Epochs < 1 || c.Epochs > MaxEpochs:
+		return fmt.Errorf("epochs = %d: want 1 ≤ epochs ≤ %d", c.Epochs, MaxEpochs)
+	case c.BatchSize < 1 || c.BatchSize > MaxBatch:
+		return fmt.Errorf("batch_size = %d: want 1 ≤ batch_size ≤ %d", c.BatchSize, MaxBatch)
+	case !finite(c.LR) || !(c.LR > 0) || c.LR > MaxLR:
+		return fmt.Errorf("lr = %v: want a finite number in (0, %g]", c.LR, float64(MaxLR))
+	}
+	if c.EpsPretrain > 0 {
+		if b := 2 * c.L / c.EpsPretrain; !(b > 1e-6) || b > 1e6 {
+			return fmt.Errorf("eps_pretrain = %v: training scale b = 2l/eps_pretrain = %v is outside [1e-6, 1e6]", c.EpsPretrain, b)
+		}
+	}
+	if c.Linear && len(c.Hidden) > 0 {
+		return errors.New("hidden must be empty when linear is true")
+	}
+	if !c.Linear && len(c.Hidden) == 0 {
+		return errors.New("hidden is empty: give at least one layer size, or set linear")
+	}
+	if len(c.Hidden) > MaxLayers {
+		return fmt.Errorf("hidden has %d layers: want at most %d", len(c.Hidden), MaxLayers)
+	}
+	for i, h := range c.Hidden {
+		if h < 1 || h > MaxHidden {
+			return fmt.Errorf("hidden[%d] = %d: want 1 ≤ size ≤ %d", i, h, MaxHidden)
+		}
+	}
+	return nil
+}
+
+// Validate reports whether the configuration, with its zero fields filled
+// with defaults, is usable.
+func (c Config) Validate() error {
+	if err := c.withDefaults().validate(); err != nil {
+		return fmt.Errorf("vlm config: %w", err)
+	}
+	return nil
+}
+
+// ParseConfig decodes a JSON object of Config fields ({"d": 8, "l": 10,
+// "eps_pretrain": 33, "hidden": [400, 150, 50], "likelihood": "bernoulli",
+// "linear": false, "epochs": 20, "batch_size": 64, "lr": 5e-4, "seed": 1}),
+// fills absent fields with defaults and validates the result. Empty input and
+// null mean all defaults. Unknown fields, wrong types, trailing data and bad
+// values are errors naming the field.
+func ParseConfig(raw json.RawMessage) (Config, error) {
+	var c Config
+	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" {
+		// Pointer fields tell "absent" from an explicit zero.
+		var p struct {
+			D           *int     `json:"d"`
+			L           *float64 `json:"l"`
+			EpsPretrain *float64 `json:"eps_pretrain"`
+			Hidden      *[]int   `json:"hidden"`
+			Likelihood  *string  `json:"likelihood"`
+			Linear      *bool    `json:"linear"`
+			Epochs      *int     `json:"epochs"`
+			BatchSize   *int     `json:"batch_size"`
+			LR          *float64 `json:"lr"`
+			Seed        *uint64  `json:"seed"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return Config{}, configJSONError(err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return Config{}, errors.New("vlm config: trailing data after the JSON object")
+		}
+		zero := func(name string) error {
+			return fmt.Errorf("vlm config: %s = 0: want a positive value (leave it out for the default)", name)
+		}
+		if p.D != nil {
+			if *p.D == 0 {
+				return Config{}, zero("d")
+			}
+			c.D = *p.D
+		}
+		if p.L != nil {
+			if *p.L == 0 {
+				return Config{}, zero("l")
+			}
+			c.L = *p.L
+		}
+		if p.EpsPretrain != nil {
+			c.EpsPretrain = *p.EpsPretrain
+		}
+		if p.Linear != nil {
+			c.Linear = *p.Linear
+		}
+		if p.Hidden != nil {
+			if len(*p.Hidden) == 0 && !c.Linear {
+				return Config{}, errors.New("vlm config: hidden = []: give at least one layer size, or set linear")
+			}
+			if len(*p.Hidden) > 0 && c.Linear {
+				return Config{}, errors.New("vlm config: hidden must be empty or absent when linear is true")
+			}
+			c.Hidden = *p.Hidden
+		}
+		if p.Likelihood != nil {
+			if *p.Likelihood == "" {
+				return Config{}, fmt.Errorf("vlm config: likelihood = \"\": want %q or %q", Bernoulli, Gaussian)
+			}
+			c.Likelihood = *p.Likelihood
+		}
+		if p.Epochs != nil {
+			if *p.Epochs == 0 {
+				return Config{}, zero("epochs")
+			}
+			c.Epochs = *p.Epochs
+		}
+		if p.BatchSize != nil {
+			if *p.BatchSize == 0 {
+				return Config{}, zero("batch_size")
+			}
+			c.BatchSize = *p.BatchSize
+		}
+		if p.LR != nil {
+			if *p.LR == 0 {
+				return Config{}, zero("lr")
+			}
+			c.LR = *p.LR
+		}
+		if p.Seed != nil {
+			c.Seed = *p.Seed
+		}
+	}
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return Config{}, fmt.Errorf("vlm config: %w", err)
+	}
+	return c, nil
+}
+
+// configJSONError rewords encoding/json's errors so they name the field.
+func configJSONError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return fmt.Errorf("vlm config: want a JSON object, got %s", te.Value)
+		}
+		return fmt.Errorf("vlm config: %s: got JSON %s, want %s", field, te.Value, jsonKind(te.Type.Kind().String()))
+	case errors.As(err, &se):
+		return fmt.Errorf("vlm config: invalid JSON at byte %d: %v", se.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("vlm config: unknown field %s (known: d, l, eps_pretrain, hidden, likelihood, linear, epochs, batch_size, lr, seed)",
+			strings.TrimPrefix(err.Error(), "json: unknown field "))
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("vlm config: truncated JSON")
+	}
+	return fmt.Errorf("vlm config: %v", err)
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "int", "int64", "uint64":
+		return "an integer"
+	case "float64":
+		return "a number"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "slice":
+		return "an array of integers"
+	}
+	return k
+}
