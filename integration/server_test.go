@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 		ldpsqlBin: "./cmd/ldpsql",
 		filepath.Join(dir, "bin", "ldpsql-plugin-identity"): "./plugins/builtin/identity",
 		filepath.Join(dir, "bin", "ldpsql-plugin-pca"):      "./plugins/builtin/pca",
+		filepath.Join(dir, "bin", "ldpsql-plugin-vlm"):      "./plugins/builtin/vlm",
 		filepath.Join(pluginBin, "meanpool"):                "./examples/thirdparty-encoder",
 		filepath.Join(pluginBin, "liar"):                    "./plugins/host/testdata/liar",
 		filepath.Join(pluginBin, "crash"):                   "./plugins/host/testdata/crash",
@@ -100,6 +101,12 @@ func startServer(t testing.TB, dbPath string, extraArgs ...string) *server {
 	}
 	t.Cleanup(func() { s.stop() })
 	return s
+}
+
+// kill ends the server with SIGKILL (no clean shutdown) and waits for it to exit.
+func (s *server) kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
 }
 
 // stop sends SIGTERM and waits for a clean exit.

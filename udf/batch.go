@@ -287,10 +287,20 @@ func (it *batchIter) read(ctx *sql.Context) ([]sql.Row, error) {
 	return batch, nil
 }
 
-// eval computes the batch columns for rows and returns the extended rows.
+// eval computes the batch columns for rows and returns the extended rows. Columns are computed in
+// order and appended before the next is evaluated, because a nested batch expression
+// (LDP_DECODE(LDP_ENCODE(...))) reads the column of the inner one.
 func (it *batchIter) eval(ctx *sql.Context, rows []sql.Row) ([]sql.Row, error) {
-	cols := make([][]any, len(it.node.exprs))
-	for k, e := range it.node.exprs {
+	width := 0
+	if len(rows) > 0 {
+		width = len(rows[0])
+	}
+	for i, r := range rows {
+		ext := make(sql.Row, len(r), width+len(it.node.exprs))
+		copy(ext, r)
+		rows[i] = ext
+	}
+	for _, e := range it.node.exprs {
 		args := make([][]any, len(rows))
 		for i, r := range rows {
 			a, err := evalArgs(ctx, r, e.BatchArgs())
@@ -306,15 +316,9 @@ func (it *batchIter) eval(ctx *sql.Context, rows []sql.Row) ([]sql.Row, error) {
 		if len(out) != len(rows) {
 			return nil, fmt.Errorf("%s returned %d results for %d rows", e, len(out), len(rows))
 		}
-		cols[k] = out
-	}
-	for i, r := range rows {
-		ext := make(sql.Row, len(r), len(r)+len(cols))
-		copy(ext, r)
-		for k := range cols {
-			ext = append(ext, cols[k][i])
+		for i := range rows {
+			rows[i] = append(rows[i], out[i])
 		}
-		rows[i] = ext
 	}
 	return rows, nil
 }

@@ -82,6 +82,12 @@ func TestBatchRule(t *testing.T) {
 		t.Fatalf("simple SELECT: %d rows with %d calls", len(r), calls.Load())
 	}
 
+	// Nested batch expressions: the outer one reads the inner one's column; one call each per batch.
+	reset()
+	if r := q("SELECT BATCH_DOUBLE(BATCH_DOUBLE(x)) FROM t ORDER BY id LIMIT 3"); fmt.Sprint(r) != "[[0] [4] [8]]" || calls.Load() != 2 {
+		t.Fatalf("nested: %v with %d calls", r, calls.Load())
+	}
+
 	// A LIMIT closes the pipeline while it is ahead of the consumer.
 	for i := 0; i < 20; i++ {
 		if r := q("SELECT BATCH_DOUBLE(x) FROM t LIMIT 3"); len(r) != 3 {

@@ -20,6 +20,7 @@ import (
 var BuiltinPlugins = map[string]string{
 	"identity": "ldpsql-plugin-identity",
 	"pca":      "ldpsql-plugin-pca",
+	"vlm":      "ldpsql-plugin-vlm",
 }
 
 // Config configures Install.
@@ -52,9 +53,11 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 		sql.FunctionN{Name: "ldp_vector", Fn: NewLDPVector},
 		sql.FunctionN{Name: "ldp_encode", Fn: newLDPEncode(mechs, false)},
 		sql.FunctionN{Name: "ldp_encode_json", Fn: newLDPEncode(mechs, true)},
+		sql.FunctionN{Name: "ldp_decode", Fn: newLDPDecode(mechs)},
 	)
 	procs := &procedures{e: e, mechs: mechs, log: logf}
 	e.Provider.RegisterProcedure(procs.details()...)
+	e.Provider.RegisterProcedure(procs.trainingDetails()...)
 	dir, err := pluginDir(cfg.PluginDir)
 	if err != nil {
 		return nil, err

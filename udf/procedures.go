@@ -2,7 +2,6 @@ package udf
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -175,55 +174,17 @@ func (p *procedures) fit(ctx *sql.Context, name, plugin, auxTable, featuresCol, 
 	if _, err := p.mechs.catalog.Mechanism(ctx, name); err == nil {
 		return nil, fmt.Errorf("%s: a mechanism called %q is already registered (CALL ldp_drop_mechanism('%s') first)", fn, name, name)
 	}
-	iter, err := p.query(ctx, fmt.Sprintf("SELECT %s FROM %s", quoteCol(featuresCol), quoteTable(auxTable)))
-	if err != nil {
-		return nil, fmt.Errorf("%s: reading %s.%s: %w", fn, auxTable, featuresCol, err)
-	}
-	defer iter.Close(ctx)
-	var rows int64
-	inputDim := 0
-	next := func() ([][]float32, error) {
-		var batch [][]float32
-		for len(batch) < BatchSize {
-			r, err := iter.Next(ctx)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			if r[0] == nil {
-				continue
-			}
-			v, err := toVector(ctx, fn, featuresCol, r[0])
-			if err != nil {
-				return nil, err
-			}
-			if inputDim == 0 {
-				inputDim = len(v)
-			}
-			if len(v) != inputDim {
-				return nil, fmt.Errorf("%s: row %d of %s has %d features, earlier rows %d", fn, rows+1, auxTable, len(v), inputDim)
-			}
-			if err := checkFinite(fn, featuresCol, v); err != nil {
-				return nil, err
-			}
-			batch = append(batch, v)
-			rows++
-		}
-		if len(batch) == 0 {
-			return nil, io.EOF
-		}
-		return batch, nil
-	}
-	// Peek the first batch to learn the input dimension the plugin is told.
-	first, err := next()
-	if err == io.EOF {
-		return nil, fmt.Errorf("%s: %s has no non-NULL %s to fit on", fn, auxTable, featuresCol)
-	}
+	reader, err := p.newVectorReader(ctx, fn, auxTable, featuresCol)
 	if err != nil {
 		return nil, err
 	}
+	defer reader.close()
+	// Peek the first batch to learn the input dimension the plugin is told.
+	first, err := reader.next()
+	if err != nil {
+		return nil, err
+	}
+	inputDim := len(first[0])
 	pending := first
 	stream := func() ([][]float32, error) {
 		if pending != nil {
@@ -231,7 +192,7 @@ func (p *procedures) fit(ctx *sql.Context, name, plugin, auxTable, featuresCol, 
 			pending = nil
 			return b, nil
 		}
-		return next()
+		return reader.next()
 	}
 	fitter, err := p.mechs.host.Get(ctx, host.Spec{Name: "fit:" + name, Path: base.Path, SHA256: base.SHA256})
 	if err != nil {
@@ -242,37 +203,73 @@ func (p *procedures) fit(ctx *sql.Context, name, plugin, auxTable, featuresCol, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: fitting %s on %s: %w", fn, plugin, auxTable, err)
 	}
+	rows := reader.rows
 	p.log("ldp_fit_mechanism: fitted %s on %d rows of %s in %s", plugin, rows, auxTable, time.Since(start).Round(time.Millisecond))
-	// Describe the fitted encoder: this is the output set the host will enforce.
-	fitted, err := p.mechs.host.Get(ctx, host.Spec{Name: "fit:" + name, Path: base.Path, SHA256: base.SHA256, Artifact: artifact})
-	if err != nil {
-		return nil, fmt.Errorf("%s: loading the fitted model: %w", fn, err)
-	}
-	desc, err := fitted.Describe(ctx)
+	desc, err := p.registerModel(ctx, name, base.Plugin, base, auxTable, rows, json.RawMessage(params), artifact, user(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	if !desc.Ready() || desc.Validate() != nil {
-		return nil, fmt.Errorf("%s: the fitted %s declares no valid output set", fn, plugin)
-	}
-	raw, err := json.Marshal(desc)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(artifact)
-	model := engine.Model{Name: name, Plugin: plugin, Params: json.RawMessage(params), TrainingTable: auxTable,
-		TrainingRows: rows, Checksum: hex.EncodeToString(sum[:]), Artifact: artifact, CreatedBy: user(ctx), CreatedAt: time.Now()}
-	if err := p.mechs.catalog.PutModel(ctx, model); err != nil {
-		return nil, err
-	}
-	rec := engine.Mechanism{Name: name, Plugin: base.Plugin, Path: base.Path, SHA256: base.SHA256, Description: raw,
-		Model: name, RegisteredBy: user(ctx), RegisteredAt: time.Now()}
-	if err := p.mechs.catalog.RegisterMechanism(ctx, rec); err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	p.mechs.forget(name)
 	return sql.RowsToRowIter(append(describeRow(name, base.Plugin, desc), rows)), nil
 }
+
+// vectorReader streams a features column in batches of BatchSize, checking that every vector is finite
+// and has the dimension of the first; NULLs are skipped.
+type vectorReader struct {
+	ctx            *sql.Context
+	fn, table, col string
+	iter           sql.RowIter
+	dim            int
+	rows           int64
+}
+
+func (p *procedures) newVectorReader(ctx *sql.Context, fn, table, col string) (*vectorReader, error) {
+	iter, err := p.query(ctx, fmt.Sprintf("SELECT %s FROM %s", quoteCol(col), quoteTable(table)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading %s.%s: %w", fn, table, col, err)
+	}
+	return &vectorReader{ctx: ctx, fn: fn, table: table, col: col, iter: iter}, nil
+}
+
+// next returns the next batch, or io.EOF after the last; a column with no vector at all is an error.
+func (r *vectorReader) next() ([][]float32, error) {
+	var batch [][]float32
+	for len(batch) < BatchSize {
+		row, err := r.iter.Next(r.ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if row[0] == nil {
+			continue
+		}
+		v, err := toVector(r.ctx, r.fn, r.col, row[0])
+		if err != nil {
+			return nil, err
+		}
+		if r.dim == 0 {
+			r.dim = len(v)
+		}
+		if len(v) != r.dim {
+			return nil, fmt.Errorf("%s: row %d of %s has %d features, earlier rows %d", r.fn, r.rows+1, r.table, len(v), r.dim)
+		}
+		if err := checkFinite(r.fn, r.col, v); err != nil {
+			return nil, err
+		}
+		batch = append(batch, v)
+		r.rows++
+	}
+	if len(batch) == 0 {
+		if r.rows == 0 {
+			return nil, fmt.Errorf("%s: %s has no non-NULL %s", r.fn, r.table, r.col)
+		}
+		return nil, io.EOF
+	}
+	return batch, nil
+}
+
+func (r *vectorReader) close() { _ = r.iter.Close(r.ctx) }
 
 // query runs a statement as the calling user, so its privileges apply to what a procedure reads. It
 // runs outside the process list: GMS ends (and cancels) a connection's current query when a query

@@ -27,6 +27,7 @@ Commands:
   demo      load the WDBC breast-cancer data, privatise its labels, print debiased frequencies
   bench     measure INSERT, FLIP_LABEL and LDP_ENCODE throughput on this machine
   dataset   load a data set into tables (dataset load fashion-mnist | breast-cancer)
+  train     train a mechanism's encoder (VLM) as a job, with a progress bar
   version   print the version
 
 Examples:
@@ -58,6 +59,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = sqlCmd(args[1:], stdin, stdout, stderr)
 	case "demo":
 		err = demoCmd(args[1:], stdout, stderr)
+	case "train":
+		err = trainCmd(args[1:], stdout, stderr)
 	case "dataset":
 		err = datasetCmd(args[1:], stdout, stderr)
 	case "bench":

@@ -1,0 +1,149 @@
+package udf
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/types"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/plugins/host"
+	"github.com/ldpsql/ldpsql/plugins/sdk"
+	"github.com/ldpsql/ldpsql/training/vlm"
+)
+
+// Training procedures: CALL ldp_train_mechanism starts a background job (engine.Jobs) that reads the
+// auxiliary table, trains the encoder in the server process, stores the model in ldp_models and
+// registers the mechanism with the built-in plugin that runs it. CALL ldp_cancel_job stops a job.
+
+func (p *procedures) trainingDetails() []sql.ExternalStoredProcedureDetails {
+	return []sql.ExternalStoredProcedureDetails{
+		{Name: "ldp_train_mechanism", Schema: sql.Schema{{Name: "job_id", Type: types.Int64}}, AdminOnly: true, Function: p.train},
+		{Name: "ldp_cancel_job", Schema: sql.Schema{{Name: "cancelled", Type: types.Int64}}, AdminOnly: true, Function: p.cancelJob},
+	}
+}
+
+// train is CALL ldp_train_mechanism('name', 'vlm', 'aux_table', 'features_col', '{params}'). It checks
+// everything it can at once (name, kind, params, table, privileges) and returns the job id; the job
+// does the rest.
+func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, params string) (sql.RowIter, error) {
+	const fn = "ldp_train_mechanism"
+	if err := checkName(fn+": mechanism", name); err != nil {
+		return nil, err
+	}
+	if kind != "vlm" {
+		return nil, fmt.Errorf("%s: kind %q cannot be trained (trainable: vlm); fit 'pca' or 'identity' with ldp_fit_mechanism", fn, kind)
+	}
+	cfg, err := vlm.ParseConfig(json.RawMessage(params))
+	if err != nil {
+		return nil, fmt.Errorf("%s: params: %w", fn, err)
+	}
+	if _, err := p.mechs.catalog.Mechanism(ctx, name); err == nil {
+		return nil, fmt.Errorf("%s: a mechanism called %q is already registered (CALL ldp_drop_mechanism('%s') first)", fn, name, name)
+	}
+	plugin, err := p.mechs.catalog.Mechanism(ctx, kind)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the built-in %s plugin is not registered (build it with scripts/build.sh): %w", fn, kind, err)
+	}
+	// Read access (and the table's existence) is checked now, as the caller.
+	if err := p.exec(ctx, fmt.Sprintf("SELECT %s FROM %s LIMIT 1", quoteCol(featuresCol), quoteTable(auxTable))); err != nil {
+		return nil, fmt.Errorf("%s: reading %s.%s: %w", fn, auxTable, featuresCol, err)
+	}
+	caller := ctx.Session.Client()
+	db := ctx.GetCurrentDatabase()
+	createdBy := user(ctx)
+	id, err := p.e.Jobs.Start("train "+kind, name, json.RawMessage(params), createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
+		// The job outlives the CALL's session: it reads as the same user through a session of its own.
+		session := sql.NewBaseSessionWithClientServer("job", caller, 0)
+		session.SetCurrentDatabase(db)
+		sctx := sql.NewContext(jctx, sql.WithSession(session))
+		rows, err := p.readVectors(sctx, fn, auxTable, featuresCol)
+		if err != nil {
+			return err
+		}
+		p.log("%s: training %s on %d rows of %s", fn, name, len(rows), auxTable)
+		model, err := vlm.Train(jctx, cfg, rows, func(pr vlm.Progress) {
+			report(engine.JobProgress{Epoch: pr.Epoch, Epochs: pr.Epochs, Loss: pr.Loss, RowsPerS: pr.RowsPerSec, ETA: pr.ETA})
+		})
+		if err != nil {
+			return err
+		}
+		artifact, err := model.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		_, err = p.registerModel(jctx, name, kind, plugin, auxTable, int64(len(rows)), json.RawMessage(params), artifact, createdBy)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	return sql.RowsToRowIter(sql.Row{id}), nil
+}
+
+// readVectors reads a features column into memory.
+func (p *procedures) readVectors(ctx *sql.Context, fn, table, col string) ([][]float32, error) {
+	r, err := p.newVectorReader(ctx, fn, table, col)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	var rows [][]float32
+	for {
+		batch, err := r.next()
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, batch...)
+	}
+}
+
+// registerModel stores a fitted or trained model and registers mechanism name with the plugin that runs
+// it. The output set recorded (and enforced by the host from then on) is the one the plugin declares
+// with the model loaded.
+func (p *procedures) registerModel(ctx context.Context, name, kind string, plugin engine.Mechanism, table string, rows int64,
+	params json.RawMessage, artifact []byte, createdBy string) (sdk.Description, error) {
+	var desc sdk.Description
+	loaded, err := p.mechs.host.Get(ctx, host.Spec{Name: "model:" + name, Path: plugin.Path, SHA256: plugin.SHA256, Artifact: artifact})
+	if err != nil {
+		return desc, fmt.Errorf("loading the model into the %s plugin: %w", kind, err)
+	}
+	if desc, err = loaded.Describe(ctx); err != nil {
+		return desc, err
+	}
+	if !desc.Ready() || desc.Validate() != nil {
+		return desc, fmt.Errorf("the %s model declares no valid output set", kind)
+	}
+	raw, err := json.Marshal(desc)
+	if err != nil {
+		return desc, err
+	}
+	sum := sha256.Sum256(artifact)
+	if err := p.mechs.catalog.PutModel(ctx, engine.Model{Name: name, Plugin: kind, Params: params, TrainingTable: table,
+		TrainingRows: rows, Checksum: hex.EncodeToString(sum[:]), Artifact: artifact, CreatedBy: createdBy, CreatedAt: time.Now()}); err != nil {
+		return desc, err
+	}
+	if err := p.mechs.catalog.RegisterMechanism(ctx, engine.Mechanism{Name: name, Plugin: kind, Path: plugin.Path, SHA256: plugin.SHA256,
+		Description: raw, Model: name, RegisteredBy: createdBy, RegisteredAt: time.Now()}); err != nil {
+		return desc, err
+	}
+	p.mechs.forget(name)
+	return desc, nil
+}
+
+// cancelJob is CALL ldp_cancel_job(id).
+func (p *procedures) cancelJob(_ *sql.Context, id int64) (sql.RowIter, error) {
+	if err := p.e.Jobs.Cancel(id); err != nil {
+		return nil, fmt.Errorf("ldp_cancel_job: %w", err)
+	}
+	return sql.RowsToRowIter(sql.Row{id}), nil
+}
