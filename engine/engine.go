@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"database/sql/driver"
 	sqle "github.com/dolthub/go-mysql-server"
 	gmsdriver "github.com/dolthub/go-mysql-server/driver"
 	"github.com/dolthub/go-mysql-server/sql"
@@ -16,11 +17,15 @@ import (
 	"github.com/dolthub/go-mysql-server/sql/mysql_db"
 	"github.com/dolthub/go-mysql-server/sql/plan"
 	"github.com/dolthub/go-mysql-server/sql/transform"
-	_ "github.com/duckdb/duckdb-go/v2" // registers the "duckdb" database/sql driver
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
 // DefaultDatabase is the database created in a new file and selected by new sessions.
 const DefaultDatabase = "ldpsql"
+
+// StoreCatalog is the name under which the DuckDB file is attached (see Open); it is reserved.
+const StoreCatalog = "ldpsql_store"
 
 // DefaultPath is the DuckDB file used when none is given.
 const DefaultPath = "ldpsql.duckdb"
@@ -72,14 +77,25 @@ func Open(path string, opts ...Option) (*Engine, error) {
 	if path == "" {
 		path = DefaultPath
 	}
-	dsn := path
+	// DuckDB names a file's catalog after the file (ldpsql.duckdb → "ldpsql"), which would make
+	// "ldpsql"."t" ambiguous with the schema of the default database. Every connection therefore
+	// attaches the file under the fixed name StoreCatalog and uses it.
+	attach := "ATTACH IF NOT EXISTS " + quoteString(path) + " AS " + StoreCatalog
 	if path == MemoryPath {
-		dsn = ""
+		attach = "ATTACH IF NOT EXISTS ':memory:' AS " + StoreCatalog
 	}
-	duck, err := gosql.Open("duckdb", dsn)
+	connector, err := duckdb.NewConnector("", func(execer driver.ExecerContext) error {
+		for _, stmt := range []string{attach, "USE " + StoreCatalog} {
+			if _, err := execer.ExecContext(context.Background(), stmt, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("opening DuckDB file %q: %w", path, err)
 	}
+	duck := gosql.OpenDB(connector)
 	if err := duck.Ping(); err != nil {
 		_ = duck.Close()
 		return nil, fmt.Errorf("opening DuckDB file %q: %w", path, err)
@@ -220,7 +236,7 @@ func (e *Engine) Close() error {
 		}
 		errs = append(errs, e.GMS.Close())
 		if e.path != MemoryPath {
-			if _, err := e.DuckDB.Exec("CHECKPOINT"); err != nil {
+			if _, err := e.DuckDB.Exec("CHECKPOINT " + StoreCatalog); err != nil {
 				errs = append(errs, fmt.Errorf("checkpointing %q: %w", e.path, err))
 			}
 		}

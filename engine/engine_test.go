@@ -191,3 +191,23 @@ func TestUsersViewsAndDatabaseSQLPersist(t *testing.T) {
 		t.Fatalf("insert through database/sql not visible: %v", r)
 	}
 }
+
+// DuckDB names a file's catalog after the file; files named like ldpsql's schemas (the default
+// ldpsql.duckdb among them) must work as any other.
+func TestFileNamedLikeASchema(t *testing.T) {
+	for _, name := range []string{DefaultPath, CatalogSchema + ".duckdb", "memory.duckdb"} {
+		path := filepath.Join(t.TempDir(), name)
+		e := openT(t, path)
+		mustQuery(t, e, "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5))")
+		mustQuery(t, e, "INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+		mustQuery(t, e, "UPDATE t SET v = 'c' WHERE id = 2")
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e = openT(t, path)
+		if got := rowsString(mustQuery(t, e, "SELECT id, v FROM t ORDER BY id")); got != "1 a\n2 c\n" {
+			t.Errorf("%s: %q", name, got)
+		}
+		e.Close()
+	}
+}

@@ -12,8 +12,11 @@ import (
 )
 
 // reservedSchemas are DuckDB schemas that never appear as MySQL databases.
+// DuckDB's own catalogs (memory, system, temp) and StoreCatalog are reserved too: a schema of the same
+// name would make qualified names ambiguous.
 var reservedSchemas = map[string]bool{
 	"main": true, "information_schema": true, "pg_catalog": true, "mysql": true, CatalogSchema: true,
+	StoreCatalog: true, "memory": true, "system": true, "temp": true,
 }
 
 // CatalogSchema is the DuckDB schema that holds ldpsql's own catalog tables (mechanisms, jobs, ledger).

@@ -49,6 +49,17 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// The README's first command: the demo on the default ./ldpsql.duckdb.
+func TestDemoDefaultPath(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if code, out, errOut := runCLI(t, "", "demo"); code != 0 || !strings.Contains(out, "Loaded 569 rows") {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	if _, err := os.Stat("ldpsql.duckdb"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSQLCommand(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "t.duckdb")
 	code, _, errOut := runCLI(t, "", "sql", "--db", db, "-e", "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(10)); INSERT INTO t VALUES (1, 'a;b')")
