@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/dolthub/go-mysql-server/sql"
@@ -21,6 +22,21 @@ var BuiltinPlugins = map[string]string{
 	"identity": "ldpsql-plugin-identity",
 	"pca":      "ldpsql-plugin-pca",
 	"vlm":      "ldpsql-plugin-vlm",
+}
+
+// builtinDigests pins the built-in plugins' SHA-256 digests at build time: scripts/build.sh builds the
+// plugins first and passes "name:hex,name:hex" with -ldflags "-X ...udf.builtinDigests=...". When it
+// is set, a built-in binary with another digest is refused; when it is empty (go run, go test), the
+// built-ins are trusted as found and re-pinned at start.
+var builtinDigests string
+
+func pinnedDigest(name string) string {
+	for _, kv := range strings.Split(builtinDigests, ",") {
+		if n, d, ok := strings.Cut(kv, ":"); ok && n == name {
+			return d
+		}
+	}
+	return ""
 }
 
 // Config configures Install.
@@ -93,6 +109,10 @@ func registerBuiltins(ctx context.Context, cat *engine.Catalog, dir string, logf
 		digest, err := host.Digest(path)
 		if err != nil {
 			return fmt.Errorf("built-in plugin %s: %w", name, err)
+		}
+		if pinned := pinnedDigest(name); pinned != "" && pinned != digest {
+			logf("built-in plugin %s at %s has SHA-256 %s, but this ldpsql was built with %s: not registered (rebuild with scripts/build.sh)", name, path, digest, pinned)
+			continue
 		}
 		if rec, err := cat.Mechanism(ctx, name); err == nil && rec.Path == path && rec.SHA256 == digest {
 			continue // registered and unchanged
