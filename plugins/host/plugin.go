@@ -259,14 +259,24 @@ func (p *Plugin) call(ctx context.Context, op string, timeout time.Duration, f f
 		return nil
 	}
 	code := status.Code(err)
+	// gRPC can report a deadline (status DeadlineExceeded, or a CANCEL reset carrying it) a moment
+	// before the context's own timer fires, so whose deadline it was is decided by comparing them:
+	// the caller's (it gave up; the plugin is fine) or the call timeout's (the plugin hung).
+	deadlineHit := errors.Is(cctx.Err(), context.DeadlineExceeded) || code == codes.DeadlineExceeded
+	callerDeadline := false
+	if cd, ok := ctx.Deadline(); ok && deadlineHit {
+		if d, _ := cctx.Deadline(); !cd.After(d) {
+			callerDeadline = true
+		}
+	}
 	switch {
 	case p.h.isClosed():
 		return fmt.Errorf("host: plugin %q: %s: %w", p.spec.Name, op, ErrClosed)
+	case callerDeadline:
+		return fmt.Errorf("host: plugin %q: %s: %w", p.spec.Name, op, context.DeadlineExceeded)
 	case ctx.Err() != nil: // the caller gave up
 		return fmt.Errorf("host: plugin %q: %s: %w", p.spec.Name, op, ctx.Err())
-	// gRPC can report the deadline (status DeadlineExceeded, or a CANCEL reset carrying it) a moment
-	// before the context's own timer marks cctx done, so both count as the timeout.
-	case errors.Is(cctx.Err(), context.DeadlineExceeded) || code == codes.DeadlineExceeded:
+	case deadlineHit:
 		inst.markBroken()
 		inst.stop(true)
 		return fmt.Errorf("host: plugin %q (pid %d): %s: %w after %v; the process was killed and the next call starts it again%s",
