@@ -8,9 +8,6 @@
 package main
 
 import (
-	"errors"
-	"sync/atomic"
-
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 	"github.com/ldpsql/ldpsql/training/vlm"
 )
@@ -24,7 +21,7 @@ const (
 // Plugin serves a vlm.Model through plugins/sdk: Load installs an artifact
 // (vlm.Model.MarshalBinary), Encode and Decode use it.
 type Plugin struct {
-	m atomic.Pointer[vlm.Model]
+	m sdk.ModelSlot[vlm.Model]
 }
 
 var (
@@ -38,7 +35,7 @@ var (
 // host refuses to encode.
 func (p *Plugin) Describe() sdk.Description {
 	d := sdk.Description{Name: Name, Version: Version, HasDecoder: true}
-	if m := p.m.Load(); m != nil {
+	if m := p.m.Peek(); m != nil {
 		c := m.Config()
 		d.InputDim, d.OutputDim = m.InputDim(), c.D
 		d.OutputSet = sdk.L1Ball(c.L)
@@ -46,34 +43,27 @@ func (p *Plugin) Describe() sdk.Description {
 	return d
 }
 
-var errNoModel = errors.New("vlm: no model loaded")
-
 // Encode implements sdk.Encoder: the deterministic clipped encoder mean.
 func (p *Plugin) Encode(rows [][]float32) ([][]float32, error) {
-	m := p.m.Load()
-	if m == nil {
-		return nil, errNoModel
+	m, err := p.m.Get()
+	if err != nil {
+		return nil, err
 	}
 	return m.Encode(rows)
 }
 
 // Decode implements sdk.Decoder: the decoder mean of each latent.
 func (p *Plugin) Decode(latents [][]float32) ([][]float32, error) {
-	m := p.m.Load()
-	if m == nil {
-		return nil, errNoModel
+	m, err := p.m.Get()
+	if err != nil {
+		return nil, err
 	}
 	return m.Decode(latents)
 }
 
 // Load implements sdk.Loader: artifact is a vlm.Model.MarshalBinary output.
 func (p *Plugin) Load(artifact []byte) error {
-	m, err := vlm.UnmarshalModel(artifact)
-	if err != nil {
-		return err
-	}
-	p.m.Store(m)
-	return nil
+	return p.m.Load(artifact, vlm.UnmarshalModel)
 }
 
 func main() { sdk.Serve(new(Plugin)) }

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync/atomic"
 
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 )
@@ -127,7 +126,7 @@ func (m *Model) Encode(rows [][]float32) ([][]float32, error) {
 
 // Plugin serves a Model through plugins/sdk.
 type Plugin struct {
-	m atomic.Pointer[Model]
+	m sdk.ModelSlot[Model]
 }
 
 var (
@@ -143,7 +142,7 @@ func NewPlugin() *Plugin { return new(Plugin) }
 // Describe reports the fitted box as the output set.
 func (p *Plugin) Describe() sdk.Description {
 	d := sdk.Description{Name: Name, Version: Version, HasDecoder: true, CanFit: true}
-	if m := p.m.Load(); m != nil {
+	if m := p.m.Peek(); m != nil {
 		d.InputDim, d.OutputDim = m.Dim(), m.Dim()
 		lo, hi := make([]float64, m.Dim()), make([]float64, m.Dim())
 		for i := range lo {
@@ -154,13 +153,11 @@ func (p *Plugin) Describe() sdk.Description {
 	return d
 }
 
-var errNoModel = errors.New("identity: no model loaded")
-
 // Encode implements sdk.Encoder.
 func (p *Plugin) Encode(rows [][]float32) ([][]float32, error) {
-	m := p.m.Load()
-	if m == nil {
-		return nil, errNoModel
+	m, err := p.m.Get()
+	if err != nil {
+		return nil, err
 	}
 	return m.Encode(rows)
 }
@@ -193,10 +190,5 @@ func (p *Plugin) Fit(params json.RawMessage, inputDim int, rows sdk.RowStream) (
 
 // Load implements sdk.Loader.
 func (p *Plugin) Load(artifact []byte) error {
-	m, err := Load(artifact)
-	if err != nil {
-		return err
-	}
-	p.m.Store(m)
-	return nil
+	return p.m.Load(artifact, Load)
 }

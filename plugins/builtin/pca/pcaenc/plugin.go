@@ -2,8 +2,6 @@ package pcaenc
 
 import (
 	"encoding/json"
-	"errors"
-	"sync/atomic"
 
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 )
@@ -17,7 +15,7 @@ const (
 // Plugin serves a Model through plugins/sdk: Fit returns an artifact, Load
 // installs it, Encode and Decode use it.
 type Plugin struct {
-	m atomic.Pointer[Model]
+	m sdk.ModelSlot[Model]
 }
 
 var (
@@ -33,29 +31,27 @@ func NewPlugin() *Plugin { return new(Plugin) }
 // Describe reports the loaded model: D outputs in the L1 ball of radius L.
 func (p *Plugin) Describe() sdk.Description {
 	d := sdk.Description{Name: Name, Version: Version, HasDecoder: true, CanFit: true}
-	if m := p.m.Load(); m != nil {
+	if m := p.m.Peek(); m != nil {
 		d.InputDim, d.OutputDim = m.InputDim, m.D
 		d.OutputSet = sdk.L1Ball(m.L)
 	}
 	return d
 }
 
-var errNoModel = errors.New("pca: no model loaded")
-
 // Encode implements sdk.Encoder.
 func (p *Plugin) Encode(rows [][]float32) ([][]float32, error) {
-	m := p.m.Load()
-	if m == nil {
-		return nil, errNoModel
+	m, err := p.m.Get()
+	if err != nil {
+		return nil, err
 	}
 	return m.Encode(rows)
 }
 
 // Decode implements sdk.Decoder.
 func (p *Plugin) Decode(latents [][]float32) ([][]float32, error) {
-	m := p.m.Load()
-	if m == nil {
-		return nil, errNoModel
+	m, err := p.m.Get()
+	if err != nil {
+		return nil, err
 	}
 	return m.Decode(latents)
 }
@@ -75,10 +71,5 @@ func (p *Plugin) Fit(params json.RawMessage, inputDim int, rows sdk.RowStream) (
 
 // Load implements sdk.Loader.
 func (p *Plugin) Load(artifact []byte) error {
-	m, err := Load(artifact)
-	if err != nil {
-		return err
-	}
-	p.m.Store(m)
-	return nil
+	return p.m.Load(artifact, Load)
 }
