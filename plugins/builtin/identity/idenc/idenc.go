@@ -74,8 +74,23 @@ func Fit(inputDim int, next func() ([][]float32, error)) (*Model, error) {
 	if m.N == 0 {
 		return nil, errors.New("identity: no rows to fit on")
 	}
+	// A feature constant over the auxiliary data (a corner pixel that is always 0) would give an empty
+	// box side, which no randomiser accepts. It gets the narrowest side float32 can hold at its value:
+	// every release of it is then (almost) the constant, which is what the auxiliary data say it is.
+	for i := range m.Lo {
+		if m.Lo[i] == m.Hi[i] {
+			m.Hi[i] = math.Nextafter32(m.Lo[i], float32(math.Inf(1)))
+			if d := m.Hi[i] - m.Lo[i]; d < constantWidth {
+				m.Hi[i] = m.Lo[i] + constantWidth
+			}
+		}
+	}
 	return m, nil
 }
+
+// constantWidth is the side given to a feature that is constant over the auxiliary data: small enough
+// that its noise (width·d/ε per coordinate) is negligible, large enough to be exact in float32 near 0..1.
+const constantWidth = 1e-4
 
 // Load decodes and checks an artifact.
 func Load(artifact []byte) (*Model, error) {

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/ldpsql/ldpsql/mechanisms"
 )
 
 type rowSlice struct{ b [][][]float32 }
@@ -43,7 +45,8 @@ func TestFitLoadEncode(t *testing.T) {
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	want := [][]float64{{1, -9, 0}, {3, -2, 0}}
+	// The third feature is constant over the auxiliary rows: its side is constantWidth wide.
+	want := [][]float64{{1, -9, 0}, {3, -2, float64(float32(constantWidth))}}
 	for k := range 3 {
 		if d.OutputSet.Lo[k] != want[0][k] || d.OutputSet.Hi[k] != want[1][k] {
 			t.Fatalf("box %v %v", d.OutputSet.Lo, d.OutputSet.Hi)
@@ -53,7 +56,7 @@ func TestFitLoadEncode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exp := [][]float32{{1, -2, 0}, {2, -3, 0}, {3, -9, 0}}
+	exp := [][]float32{{1, -2, 0}, {2, -3, 0}, {3, -9, constantWidth}}
 	for i := range exp {
 		for k := range exp[i] {
 			if z[i][k] != exp[i][k] {
@@ -96,5 +99,27 @@ func TestFitAndLoadErrors(t *testing.T) {
 		if err := p.Load([]byte(bad)); err == nil {
 			t.Errorf("%s loaded", bad)
 		}
+	}
+}
+
+// A feature constant over the auxiliary data still gives a valid box (Lo < Hi), with a negligible side.
+func TestFitConstantFeature(t *testing.T) {
+	rows := [][]float32{{0, 1}, {0, 2}, {0, 3}}
+	done := false
+	m, err := Fit(2, func() ([][]float32, error) {
+		if done {
+			return nil, io.EOF
+		}
+		done = true
+		return rows, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(m.Lo[0] < m.Hi[0]) || m.Hi[0]-m.Lo[0] > 1e-3 || m.Lo[1] != 1 || m.Hi[1] != 3 {
+		t.Fatalf("box %v .. %v", m.Lo, m.Hi)
+	}
+	if _, err := mechanisms.NewVectorLaplace(mechanisms.Box{Lo: []float64{float64(m.Lo[0]), 1}, Hi: []float64{float64(m.Hi[0]), 3}}, 1); err != nil {
+		t.Fatalf("the fitted box is not a valid Laplace set: %v", err)
 	}
 }
