@@ -1,0 +1,204 @@
+package spread
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Limits on Config values (beyond them training is meaningless or would
+// exhaust memory or time).
+const (
+	MaxSamples    = 1 << 12
+	MaxIterations = 1 << 20
+	MaxSteps      = 1 << 10
+	MaxBins       = 1 << 16
+	MaxLR         = 10
+)
+
+// Config holds the training hyperparameters. Its JSON form (the tags) is what
+// [ParseConfig] reads. Zero fields mean the defaults of [DefaultConfig]
+// (Seed 0 is a seed like any other).
+type Config struct {
+	// Samples is S, the importance samples drawn per datapoint and iteration
+	// (default 8). It must be ≥ 2: the weights are self-normalised over a
+	// datapoint's S samples, so with S = 1 every weight is 1 and the label
+	// correction disappears.
+	Samples int `json:"samples"`
+	// Iterations is the number of EM iterations (default 300); each draws
+	// fresh samples.
+	Iterations int `json:"iterations"`
+	// LR is Adam's base learning rate (default 0.05) for the parameters of
+	// the internally standardised features; it is decayed to 0 over the run
+	// by a cosine schedule.
+	LR float64 `json:"lr"`
+	// Bins is the number of bins of the categorical prior of a "laplace"
+	// feature whose Channel.Bins is 0 (default 32).
+	Bins int `json:"bins"`
+	// Seed determines the initialisation and every importance sample.
+	Seed uint64 `json:"seed"`
+	// StepsPerIteration is the number of Adam steps on the M-step energy per
+	// EM iteration, all with that iteration's samples and weights (default
+	// 1, the paper's single partial M-step).
+	StepsPerIteration int `json:"steps_per_iteration"`
+}
+
+// DefaultConfig returns S = 8 samples, 300 iterations of one Adam step at
+// base learning rate 0.05, and 32 prior bins for Laplace-noised features.
+func DefaultConfig() Config {
+	return Config{Samples: 8, Iterations: 300, LR: 0.05, Bins: 32, StepsPerIteration: 1}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Samples == 0 {
+		c.Samples = d.Samples
+	}
+	if c.Iterations == 0 {
+		c.Iterations = d.Iterations
+	}
+	if c.LR == 0 {
+		c.LR = d.LR
+	}
+	if c.Bins == 0 {
+		c.Bins = d.Bins
+	}
+	if c.StepsPerIteration == 0 {
+		c.StepsPerIteration = d.StepsPerIteration
+	}
+	return c
+}
+
+// errOneSample explains why S = 1 is refused.
+var errOneSample = errors.New("samples = 1: the importance weights w(s|n) are normalised over each datapoint's " +
+	"S samples, so with S = 1 every weight is 1, the E-step ignores the classifier and training degenerates to " +
+	"multiple imputation from the label proposal ρ(c|c̃), which ignores x and so cannot undo the label noise; " +
+	"use samples ≥ 2")
+
+// validate checks a configuration after withDefaults; errors name the JSON
+// field.
+func (c Config) validate() error {
+	switch {
+	case c.Samples == 1:
+		return errOneSample
+	case c.Samples < 2 || c.Samples > MaxSamples:
+		return fmt.Errorf("samples = %d: want 2 ≤ samples ≤ %d", c.Samples, MaxSamples)
+	case c.Iterations < 1 || c.Iterations > MaxIterations:
+		return fmt.Errorf("iterations = %d: want 1 ≤ iterations ≤ %d", c.Iterations, MaxIterations)
+	case math.IsNaN(c.LR) || !(c.LR > 0) || c.LR > MaxLR:
+		return fmt.Errorf("lr = %v: want a number in (0, %d]", c.LR, MaxLR)
+	case c.Bins < 2 || c.Bins > MaxBins:
+		return fmt.Errorf("bins = %d: want 2 ≤ bins ≤ %d", c.Bins, MaxBins)
+	case c.StepsPerIteration < 1 || c.StepsPerIteration > MaxSteps:
+		return fmt.Errorf("steps_per_iteration = %d: want 1 ≤ steps_per_iteration ≤ %d", c.StepsPerIteration, MaxSteps)
+	}
+	return nil
+}
+
+// Validate reports whether the configuration, with its zero fields filled
+// with defaults, is usable.
+func (c Config) Validate() error {
+	if err := c.withDefaults().validate(); err != nil {
+		return fmt.Errorf("spread config: %w", err)
+	}
+	return nil
+}
+
+// ParseConfig decodes a JSON object of Config fields ({"samples": 8,
+// "iterations": 300, "lr": 0.05, "bins": 32, "seed": 1,
+// "steps_per_iteration": 1}), fills absent fields with defaults and validates
+// the result. Empty input and null mean all defaults. Unknown keys, wrong
+// types, trailing data, explicit zeros and bad values are errors naming the
+// key.
+func ParseConfig(raw json.RawMessage) (Config, error) {
+	var c Config
+	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" {
+		// Pointer fields tell "absent" from an explicit zero.
+		var p struct {
+			Samples           *int     `json:"samples"`
+			Iterations        *int     `json:"iterations"`
+			LR                *float64 `json:"lr"`
+			Bins              *int     `json:"bins"`
+			Seed              *uint64  `json:"seed"`
+			StepsPerIteration *int     `json:"steps_per_iteration"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return Config{}, configJSONError(err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return Config{}, errors.New("spread config: trailing data after the JSON object")
+		}
+		setInt := func(dst *int, v *int, name string) error {
+			if v == nil {
+				return nil
+			}
+			if *v == 0 {
+				return fmt.Errorf("spread config: %s = 0: want a positive value (leave it out for the default)", name)
+			}
+			*dst = *v
+			return nil
+		}
+		for _, f := range []struct {
+			dst  *int
+			v    *int
+			name string
+		}{
+			{&c.Samples, p.Samples, "samples"},
+			{&c.Iterations, p.Iterations, "iterations"},
+			{&c.Bins, p.Bins, "bins"},
+			{&c.StepsPerIteration, p.StepsPerIteration, "steps_per_iteration"},
+		} {
+			if err := setInt(f.dst, f.v, f.name); err != nil {
+				return Config{}, err
+			}
+		}
+		if p.LR != nil {
+			if *p.LR == 0 {
+				return Config{}, errors.New("spread config: lr = 0: want a positive value (leave it out for the default)")
+			}
+			c.LR = *p.LR
+		}
+		if p.Seed != nil {
+			c.Seed = *p.Seed
+		}
+	}
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return Config{}, fmt.Errorf("spread config: %w", err)
+	}
+	return c, nil
+}
+
+// configJSONError rewords encoding/json's errors so they name the key.
+func configJSONError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return fmt.Errorf("spread config: want a JSON object, got %s", te.Value)
+		}
+		want := "an integer"
+		if te.Field == "lr" {
+			want = "a number"
+		}
+		if te.Field == "seed" {
+			want = "a non-negative integer below 2^64"
+		}
+		return fmt.Errorf("spread config: %s: got JSON %s, want %s", te.Field, te.Value, want)
+	case errors.As(err, &se):
+		return fmt.Errorf("spread config: invalid JSON at byte %d: %v", se.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("spread config: unknown key %s (known: samples, iterations, lr, bins, seed, steps_per_iteration)",
+			strings.TrimPrefix(err.Error(), "json: unknown field "))
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("spread config: truncated JSON")
+	}
+	return fmt.Errorf("spread config: %v", err)
+}

@@ -1,0 +1,117 @@
+// Package spread fits a multinomial logistic-regression classifier to
+// randomised-response data by maximising the spread likelihood with
+// importance-sampled EM (D. Barber, "Private machine learning via randomised
+// response", §5; the project digest's §I.5). It is pure numerics: no SQL, no
+// I/O, no privacy accounting (the ε of the channels is the caller's business).
+//
+// # Data and model
+//
+// Each owner releases once a privatised pair (x̃_n, c̃_n). Every feature i
+// passes through its own known channel p_i(x̃_i|x_i) ([Channel]): categorical
+// randomised response on B bins of [lo, hi] (keep the bin with probability
+// 1 − p, else one of the other B − 1 uniformly), additive Laplace(0, b_i)
+// noise on a feature bounded in [lo, hi], or nothing. The label passes
+// through the K×K channel R[i][j] = p(c̃ = i | c = j) (k-ary randomised
+// response; K = 2 is Barber's binary case). The classifier is
+//
+//	p_θ(c|x) = softmax(Wx + b)_c,   θ = (W ∈ R^{K×D}, b ∈ R^K).
+//
+// Privatised features need a model of the clean x: a factorised categorical
+// prior p(x) = Π_i p(x_i | i) over the B bin centres of each privatised
+// feature (for Laplace features B is Config.Bins unless the channel says
+// otherwise; the prior is a discretisation of [lo, hi], the clean values are
+// modelled as sitting at bin centres). Clean features are conditioned on and
+// need no prior.
+//
+// # Objective
+//
+// The spread log-likelihood (Barber eqs. 46–47) is
+//
+//	L̃(θ, p) = Σ_n log Σ_c ∫ R[c̃_n, c] p(x̃_n|x) p_θ(c|x) p(x) dx,
+//
+// a consistent estimator when R and the feature channels are invertible
+// ("valid spread noise"), unlike logistic regression on the noisy data.
+// Training climbs it by EM with importance sampling.
+//
+// E-step. For every datapoint draw S ≥ 2 fresh samples per iteration from the
+// proposal ρ(c, x | c̃, x̃) = ρ(c|c̃) Π_i ρ(x_i|x̃_i), with
+//
+//	ρ(c|c̃)       = R[c̃, c] / Σ_c' R[c̃, c'],
+//	ρ(x_i=k|x̃_i) ∝ p(x̃_i | k) p(k | i),
+//
+// the exact per-feature posterior under the prior, ignoring the label. For
+// Laplace features p(x̃_i|k) = exp(−|x̃_i − centre_k|/b_i)/(2b_i) and ρ is
+// normalised in log space over the B bins and sampled exactly by inverse CDF.
+// For randomised-response features the likelihood takes only two values, so
+// ρ(k) ∝ p(k|i)·(1 + (α − 1)[k = j]) with j the released bin and
+// α = (1 − p)(B − 1)/p: the released bin is drawn with probability
+// α p(j|i)/(α p(j|i) + 1 − p(j|i)), any other from the prior with j cut out
+// (the digest's §I.8.5 trick: cost O(log B) per draw and O(D·B) memory,
+// not O(N·S·D·B)). The posterior-to-proposal ratio is ∝ p_θ(c|x), so the
+// self-normalised importance weights are
+//
+//	w(s|n) = softmax_s log p_θ(c_n^s | x_n^s),
+//
+// computed in log space at the iteration's θ^k and then held fixed (a
+// stop-gradient: they belong to the E-step).
+//
+// M-step. The energy E(θ) = (1/N) Σ_n Σ_s w(s|n) log p_θ(c_n^s | x_n^s) has
+// gradient
+//
+//	∇_W E = (1/N) Σ_n Σ_s w(s|n) (onehot(c_n^s) − softmax(W x_n^s + b)) x_n^sᵀ,
+//	∇_b E = (1/N) Σ_n Σ_s w(s|n) (onehot(c_n^s) − softmax(W x_n^s + b)).
+//
+// At θ = θ^k this is, by Fisher's identity, the self-normalised IS estimate of
+// ∇ (1/N) L̃ (biased by O(1/S), consistent as S → ∞). Each iteration takes
+// Config.StepsPerIteration ascent steps on E (1, as in the paper, by
+// default; further steps regenerate the same samples from the same random
+// streams and re-use the weights) and then updates the prior by Barber's
+// eq. 65 with a small pseudo-count π = 0.01 (in datapoints):
+//
+//	p(k|i) = (Σ_n Σ_s w(s|n) [x_{n,i}^s = k] + π) / (N + B π).
+//
+// The batch is the full data set every iteration, as in the paper (no
+// minibatches).
+//
+// # Optimiser
+//
+// The steps are Adam (β₁ 0.9, β₂ 0.999, ε 1e-8) ascent steps with learning
+// rate Config.LR·½(1 + cos(π t/T)) at step t of T = Iterations ·
+// StepsPerIteration, on internally standardised features (clean features by
+// their column mean and standard deviation, privatised ones by the mean
+// (lo+hi)/2 and standard deviation (hi−lo)/√12 of a uniform on their range).
+// The paper takes plain fixed-rate gradient steps; the gradient here is a
+// fresh stochastic estimate every iteration, so a step size decayed to 0
+// (Robbins–Monro) is what makes the iterates settle, and Adam makes the base
+// rate insensitive to the features' scales. Standardisation is only
+// preconditioning: the returned [Model] has it folded into W and b, in the
+// features' original units. The weights start at N(0, 0.01²), the biases
+// at 0, the prior flat, and W's columns and b are kept centred over the
+// classes (the softmax is unchanged by adding a vector to every class).
+//
+// # Reporting and reproducibility
+//
+// [Progress].LogLik is the IS estimate, at θ^k, of the mean label spread
+// log-likelihood
+//
+//	(1/N) Σ_n log p̃(c̃_n | x̃_n) ≈ (1/N) Σ_n [ log Σ_c R[c̃_n, c] + log (1/S) Σ_s p_θ(c_n^s | x_n^s) ],
+//
+// the quantity the θ steps climb (p̃(c̃|x̃) = p̃(c̃, x̃)/p̃(x̃); the prior's own
+// term log p̃(x̃) is not included). With clean features it is, in
+// expectation, a lower bound on the forward-corrected log-likelihood
+// log Σ_c R[c̃, c] p_θ(c|x).
+//
+// Everything random comes from PCG streams (math/rand/v2) seeded by
+// Config.Seed and, for the samples, by the iteration and a chunk of rows
+// whose boundaries depend only on N; chunks run in parallel and are reduced
+// in order, so a seed gives bit-identical models whatever GOMAXPROCS is.
+//
+// # Pitfalls handled
+//
+// S = 1 is refused (every weight would be 1 and the method would reduce to
+// multiple imputation from ρ(c|c̃), which ignores x and so undoes no label
+// noise). Singular label channels (flip probability (K−1)/K) and rr
+// channels with flip probability (B−1)/B are refused: the spread likelihood
+// is then not identifiable. Self-normalised IS is biased at finite S, so
+// larger S brings the fixed point closer to the spread-likelihood maximiser.
+package spread

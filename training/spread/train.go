@@ -1,0 +1,592 @@
+package spread
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// Progress reports one finished EM iteration.
+type Progress struct {
+	// Iteration counts from 1 to Iterations.
+	Iteration, Iterations int
+	// LogLik is the importance-sampling estimate, at the parameters the
+	// iteration started from, of the mean label spread log-likelihood
+	// (1/N) Σ_n log p̃_θ(c̃_n | x̃_n) (see the package documentation).
+	LogLik float64
+}
+
+// Optimiser and prior constants (see the package documentation).
+const (
+	adamBeta1 = 0.9
+	adamBeta2 = 0.999
+	adamEps   = 1e-8
+	// initStd is the standard deviation of the random initial weights.
+	initStd = 0.01
+	// priorPseudoCount is added to every bin's weighted count in the prior
+	// update (eq. 65), in units of one datapoint's total weight, so no bin's
+	// probability (and no proposal) becomes exactly 0.
+	priorPseudoCount = 1e-2
+	// Rows are split into at most maxChunks chunks of at least minChunk rows;
+	// the split depends only on N, so results do not depend on GOMAXPROCS.
+	maxChunks = 32
+	minChunk  = 64
+)
+
+// Train fits the classifier by importance-sampled EM on the spread
+// likelihood (see the package documentation). progress, if not nil, is
+// called after every iteration. Train returns ctx's error if ctx is done
+// before training ends.
+func Train(ctx context.Context, cfg Config, d Data, progress func(Progress)) (*Model, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("spread config: %w", err)
+	}
+	k, err := d.validate()
+	if err != nil {
+		return nil, fmt.Errorf("spread data: %w", err)
+	}
+	t := newTrainer(cfg, d, k)
+	theta := t.initTheta()
+	np := len(theta)
+	m1, m2 := make([]float64, np), make([]float64, np)
+	total := cfg.Iterations * cfg.StepsPerIteration
+	step := 0
+	for it := range cfg.Iterations {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var loglik float64
+		for j := range cfg.StepsPerIteration {
+			r, err := t.pass(ctx, theta, it, j == 0)
+			if err != nil {
+				return nil, err
+			}
+			if j == 0 {
+				loglik = r.loglik
+			}
+			// Adam ascent step with a cosine-decayed learning rate.
+			lr := cfg.LR * 0.5 * (1 + math.Cos(math.Pi*float64(step)/float64(total)))
+			step++
+			c1 := 1 - math.Pow(adamBeta1, float64(step))
+			c2 := 1 - math.Pow(adamBeta2, float64(step))
+			for i, g := range r.grad {
+				m1[i] = adamBeta1*m1[i] + (1-adamBeta1)*g
+				m2[i] = adamBeta2*m2[i] + (1-adamBeta2)*g*g
+				theta[i] += lr * (m1[i] / c1) / (math.Sqrt(m2[i]/c2) + adamEps)
+			}
+			t.centre(theta)
+			for _, v := range theta {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					return nil, fmt.Errorf("spread: training diverged at iteration %d (non-finite parameters); lower lr", it+1)
+				}
+			}
+		}
+		t.updatePrior()
+		if progress != nil {
+			progress(Progress{Iteration: it + 1, Iterations: cfg.Iterations, LogLik: loglik})
+		}
+	}
+	return t.model(theta), nil
+}
+
+// noisyFeature is the state of one privatised ("rr" or "laplace") feature.
+type noisyFeature struct {
+	col      int
+	laplace  bool
+	bins     int
+	z        []float64 // bin centres, standardised
+	centre   []float64 // bin centres, original units (laplace)
+	invScale float64   // laplace: 1/b
+	alpha    float64   // rr: p(x̃=k|k)/p(x̃=k|j≠k) = (1−p)(B−1)/p (+Inf when p = 0)
+	obs      []int32   // rr: released bin of every row
+	xt       []float64 // laplace: privatised value of every row
+	off      int       // offset of its bins in the count vector
+	prior    []float64 // p(k|i)
+	logPrior []float64
+	cdf      []float64 // cumulative prior
+}
+
+// trainer holds the preprocessed data and the current prior.
+type trainer struct {
+	cfg     Config
+	n, d, k int
+	s       int
+	labels  []int
+	// labelCDF[c̃] is the cumulative label proposal ρ(c|c̃) ∝ R[c̃][c];
+	// logZc[c̃] = log Σ_c R[c̃][c].
+	labelCDF [][]float64
+	logZc    []float64
+	clean    []int     // clean columns
+	zClean   []float64 // n × len(clean) standardised clean values
+	noisy    []noisyFeature
+	nCounts  int
+	mean     []float64 // standardisation: z = (x − mean)/scale
+	scale    []float64
+	chunks   [][2]int
+	acc      []accum
+	counts   []float64 // weighted bin counts of the last E-step
+	w        []float64 // n × s weights of the current E-step (StepsPerIteration > 1)
+}
+
+// accum is one chunk's share of a pass.
+type accum struct {
+	grad   []float64
+	counts []float64
+	loglik float64
+	energy float64
+}
+
+// passResult holds the means over rows of one pass.
+type passResult struct {
+	grad   []float64 // ∇θ of the M-step energy, θ = (W row-major K×D, b)
+	loglik float64   // IS estimate of (1/N) Σ log p̃(c̃|x̃) (first pass only)
+	energy float64   // M-step energy (1/N) Σ_n Σ_s w(s|n) log p_θ(c^s|x^s)
+}
+
+func newTrainer(cfg Config, d Data, k int) *trainer {
+	n, dim := len(d.X), len(d.Channels)
+	t := &trainer{cfg: cfg, n: n, d: dim, k: k, s: cfg.Samples, labels: d.Labels,
+		mean: make([]float64, dim), scale: make([]float64, dim)}
+	t.labelCDF = make([][]float64, k)
+	t.logZc = make([]float64, k)
+	for ct := range k {
+		cdf := make([]float64, k)
+		acc := 0.0
+		for c := range k {
+			acc += d.R[ct][c]
+			cdf[c] = acc
+		}
+		t.labelCDF[ct] = cdf
+		t.logZc[ct] = math.Log(acc)
+	}
+	for i, ch := range d.Channels {
+		switch ch.Kind {
+		case KindClean:
+			var s, ss float64
+			for _, row := range d.X {
+				s += row[i]
+			}
+			mu := s / float64(n)
+			for _, row := range d.X {
+				ss += (row[i] - mu) * (row[i] - mu)
+			}
+			sd := math.Sqrt(ss / float64(n))
+			if !(sd > 0) || math.IsInf(sd, 0) {
+				sd = 1
+			}
+			t.mean[i], t.scale[i] = mu, sd
+			t.clean = append(t.clean, i)
+		default:
+			// The clean feature lies in [Lo, Hi]: standardise as if uniform.
+			t.mean[i] = ch.Lo/2 + ch.Hi/2
+			t.scale[i] = (ch.Hi - ch.Lo) / math.Sqrt(12)
+			bins := ch.Bins
+			if ch.Kind == KindLaplace && bins == 0 {
+				bins = cfg.Bins
+			}
+			f := noisyFeature{col: i, laplace: ch.Kind == KindLaplace, bins: bins, off: t.nCounts,
+				z: make([]float64, bins), centre: make([]float64, bins),
+				prior: make([]float64, bins), logPrior: make([]float64, bins), cdf: make([]float64, bins)}
+			for b := range bins {
+				f.centre[b] = binCentre(b, ch.Lo, ch.Hi, bins)
+				f.z[b] = (f.centre[b] - t.mean[i]) / t.scale[i]
+				f.prior[b] = 1 / float64(bins)
+			}
+			if f.laplace {
+				f.invScale = 1 / ch.Scale
+				f.xt = make([]float64, n)
+				for r, row := range d.X {
+					f.xt[r] = row[i]
+				}
+			} else {
+				if ch.FlipProb == 0 {
+					f.alpha = math.Inf(1)
+				} else {
+					f.alpha = (1 - ch.FlipProb) * float64(bins-1) / ch.FlipProb
+				}
+				f.obs = make([]int32, n)
+				for r, row := range d.X {
+					f.obs[r] = int32(binOf(row[i], ch.Lo, ch.Hi, bins))
+				}
+			}
+			f.setPriorTables()
+			t.nCounts += bins
+			t.noisy = append(t.noisy, f)
+		}
+	}
+	t.zClean = make([]float64, n*len(t.clean))
+	for r, row := range d.X {
+		for j, col := range t.clean {
+			t.zClean[r*len(t.clean)+j] = (row[col] - t.mean[col]) / t.scale[col]
+		}
+	}
+	nc := min(maxChunks, max(1, n/minChunk))
+	for c := range nc {
+		t.chunks = append(t.chunks, [2]int{c * n / nc, (c + 1) * n / nc})
+	}
+	t.acc = make([]accum, nc)
+	for c := range t.acc {
+		t.acc[c] = accum{grad: make([]float64, k*dim+k), counts: make([]float64, t.nCounts)}
+	}
+	t.counts = make([]float64, t.nCounts)
+	if cfg.StepsPerIteration > 1 {
+		t.w = make([]float64, n*t.s)
+	}
+	return t
+}
+
+func (f *noisyFeature) setPriorTables() {
+	acc := 0.0
+	for b, p := range f.prior {
+		f.logPrior[b] = math.Log(p)
+		acc += p
+		f.cdf[b] = acc
+	}
+}
+
+// initTheta returns small random centred weights and zero biases.
+func (t *trainer) initTheta() []float64 {
+	rng := rand.New(rand.NewPCG(t.cfg.Seed, streamKey(0)))
+	theta := make([]float64, t.k*t.d+t.k)
+	for i := range t.k * t.d {
+		theta[i] = initStd * rng.NormFloat64()
+	}
+	t.centre(theta)
+	return theta
+}
+
+// centre subtracts the mean over classes from every column of W and from b.
+// Adding one vector to every class's weights does not change the softmax, so
+// this fixes the parametrisation without changing the model.
+func (t *trainer) centre(theta []float64) {
+	k, d := t.k, t.d
+	for i := range d + 1 {
+		// Column i of W; i == d is the bias.
+		at := func(c int) *float64 {
+			if i == d {
+				return &theta[k*d+c]
+			}
+			return &theta[c*d+i]
+		}
+		m := 0.0
+		for c := range k {
+			m += *at(c)
+		}
+		m /= float64(k)
+		for c := range k {
+			*at(c) -= m
+		}
+	}
+}
+
+// streamKey maps an (iteration, chunk) pair, or 0 for the initialisation, to
+// the second PCG seed of its random stream (splitmix64 of a unique key).
+func streamKey(key uint64) uint64 {
+	z := key + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func chunkStream(seed uint64, iter, chunk int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, streamKey(1+uint64(iter)*maxChunks+uint64(chunk))))
+}
+
+// scratch holds one worker's per-row buffers.
+type scratch struct {
+	cs     []int     // s: sampled labels
+	bins   []int32   // s × len(noisy): sampled bins
+	logits []float64 // s × k, turned into probabilities in place
+	logp   []float64 // s: log p_θ(c^s|x^s)
+	w      []float64 // s
+	base   []float64 // k
+	rsum   []float64 // k
+	lap    []float64 // bins: Laplace proposal CDF
+}
+
+func (t *trainer) newScratch() *scratch {
+	maxB := 0
+	for _, f := range t.noisy {
+		maxB = max(maxB, f.bins)
+	}
+	return &scratch{cs: make([]int, t.s), bins: make([]int32, t.s*len(t.noisy)),
+		logits: make([]float64, t.s*t.k), logp: make([]float64, t.s), w: make([]float64, t.s),
+		base: make([]float64, t.k), rsum: make([]float64, t.k), lap: make([]float64, maxB)}
+}
+
+// pass runs one E-step (first: the weights are computed at theta, stored,
+// and the weighted bin counts kept for the prior update) or re-uses the
+// current E-step's samples and weights (not first: the samples are
+// regenerated from the same streams), and returns the mean gradient of the
+// M-step energy at theta.
+func (t *trainer) pass(ctx context.Context, theta []float64, iter int, first bool) (passResult, error) {
+	workers := min(runtime.GOMAXPROCS(0), len(t.chunks))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := t.newScratch()
+			for {
+				c := int(next.Add(1) - 1)
+				if c >= len(t.chunks) || ctx.Err() != nil {
+					return
+				}
+				a := &t.acc[c]
+				clear(a.grad)
+				if first {
+					clear(a.counts)
+				}
+				a.loglik, a.energy = 0, 0
+				rng := chunkStream(t.cfg.Seed, iter, c)
+				for n := t.chunks[c][0]; n < t.chunks[c][1]; n++ {
+					t.row(n, theta, rng, sc, a, first)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return passResult{}, err
+	}
+	// Reduce in chunk order, so the result does not depend on scheduling.
+	r := passResult{grad: make([]float64, len(theta))}
+	if first {
+		clear(t.counts)
+	}
+	for c := range t.acc {
+		a := &t.acc[c]
+		for i, g := range a.grad {
+			r.grad[i] += g
+		}
+		if first {
+			for i, v := range a.counts {
+				t.counts[i] += v
+			}
+		}
+		r.loglik += a.loglik
+		r.energy += a.energy
+	}
+	inv := 1 / float64(t.n)
+	for i := range r.grad {
+		r.grad[i] *= inv
+	}
+	r.loglik *= inv
+	r.energy *= inv
+	return r, nil
+}
+
+// row draws row n's S samples, weighs them and adds its terms to a.
+func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *accum, first bool) {
+	k, d, s, nf := t.k, t.d, t.s, len(t.noisy)
+	W, b := theta[:k*d], theta[k*d:]
+
+	// Labels: c^s ~ ρ(c|c̃) ∝ R[c̃][c].
+	lcdf := t.labelCDF[t.labels[n]]
+	for j := range s {
+		sc.cs[j] = searchCDF(lcdf, rng.Float64()*lcdf[k-1])
+	}
+	// Features: x_i^s ~ ρ(x_i|x̃_i) ∝ p(x̃_i|x_i) p(x_i).
+	for fi := range t.noisy {
+		f := &t.noisy[fi]
+		if f.laplace {
+			x := f.xt[n]
+			m := math.Inf(-1)
+			for bb := range f.bins {
+				v := f.logPrior[bb] - math.Abs(x-f.centre[bb])*f.invScale
+				sc.lap[bb] = v
+				m = max(m, v)
+			}
+			acc := 0.0
+			for bb := range f.bins {
+				acc += math.Exp(sc.lap[bb] - m)
+				sc.lap[bb] = acc
+			}
+			cdf := sc.lap[:f.bins]
+			for j := range s {
+				sc.bins[j*nf+fi] = int32(searchCDF(cdf, rng.Float64()*acc))
+			}
+			continue
+		}
+		// Randomised response: the likelihood takes two values, so
+		// ρ(k) ∝ p(k)·(1 + (α−1)·[k = j]) with j the released bin. Draw j
+		// with probability α p(j)/(α p(j) + 1 − p(j)), else draw from the
+		// prior restricted to k ≠ j by inverse CDF with j's interval cut out.
+		j := int(f.obs[n])
+		for jj := range s {
+			sc.bins[jj*nf+fi] = int32(f.sampleRR(j, rng))
+		}
+	}
+	// Logits: the clean part is shared by all samples.
+	nc := len(t.clean)
+	zc := t.zClean[n*nc : (n+1)*nc]
+	for c := range k {
+		v := b[c]
+		wr := W[c*d : (c+1)*d]
+		for j, col := range t.clean {
+			v += wr[col] * zc[j]
+		}
+		sc.base[c] = v
+	}
+	for j := range s {
+		lg := sc.logits[j*k : (j+1)*k]
+		copy(lg, sc.base)
+		for fi := range t.noisy {
+			f := &t.noisy[fi]
+			z := f.z[sc.bins[j*nf+fi]]
+			for c := range k {
+				lg[c] += W[c*d+f.col] * z
+			}
+		}
+		lse := logSumExp(lg)
+		sc.logp[j] = lg[sc.cs[j]] - lse
+		for c := range k {
+			lg[c] = math.Exp(lg[c] - lse)
+		}
+	}
+	// Self-normalised weights w(s|n) = softmax_s log p_θ(c^s|x^s), held
+	// fixed for the rest of the iteration.
+	w := sc.w
+	if first {
+		lse := logSumExp(sc.logp)
+		for j := range s {
+			w[j] = math.Exp(sc.logp[j] - lse)
+		}
+		if t.w != nil {
+			copy(t.w[n*s:(n+1)*s], w)
+		}
+		a.loglik += lse - math.Log(float64(s)) + t.logZc[t.labels[n]]
+	} else {
+		w = t.w[n*s : (n+1)*s]
+	}
+	// Gradient Σ_s w_s (onehot(c^s) − p_s) (z^s, 1).
+	clear(sc.rsum)
+	for j := range s {
+		a.energy += w[j] * sc.logp[j]
+		p := sc.logits[j*k : (j+1)*k]
+		for c := range k {
+			r := -w[j] * p[c]
+			if c == sc.cs[j] {
+				r += w[j]
+			}
+			sc.rsum[c] += r
+			g := a.grad[c*d : (c+1)*d]
+			for fi := range t.noisy {
+				f := &t.noisy[fi]
+				g[f.col] += r * f.z[sc.bins[j*nf+fi]]
+			}
+		}
+	}
+	for c := range k {
+		a.grad[k*d+c] += sc.rsum[c]
+		g := a.grad[c*d : (c+1)*d]
+		for j, col := range t.clean {
+			g[col] += sc.rsum[c] * zc[j]
+		}
+	}
+	if first {
+		for j := range s {
+			for fi := range t.noisy {
+				f := &t.noisy[fi]
+				a.counts[f.off+int(sc.bins[j*nf+fi])] += w[j]
+			}
+		}
+	}
+}
+
+// sampleRR draws a bin from the randomised-response proposal of an rr
+// feature whose released bin is j.
+func (f *noisyFeature) sampleRR(j int, rng *rand.Rand) int {
+	if math.IsInf(f.alpha, 1) {
+		return j
+	}
+	pj := f.prior[j]
+	tot := f.cdf[f.bins-1]
+	keep := f.alpha * pj
+	u := rng.Float64() * (keep + tot - pj)
+	if u < keep {
+		return j
+	}
+	u -= keep
+	if u >= f.cdf[j]-pj {
+		u += pj
+	}
+	k := searchCDF(f.cdf, u)
+	if k == j { // only by rounding
+		if j+1 < f.bins {
+			k = j + 1
+		} else {
+			k = j - 1
+		}
+	}
+	return k
+}
+
+// updatePrior applies eq. 65 to every noisy feature: p(k|i) ∝ Σ_n Σ_s
+// w(s|n) [x_i^s = k] + priorPseudoCount.
+func (t *trainer) updatePrior() {
+	for fi := range t.noisy {
+		f := &t.noisy[fi]
+		cnt := t.counts[f.off : f.off+f.bins]
+		tot := 0.0
+		for _, v := range cnt {
+			tot += v + priorPseudoCount
+		}
+		for bb, v := range cnt {
+			f.prior[bb] = (v + priorPseudoCount) / tot
+		}
+		f.setPriorTables()
+	}
+}
+
+// model folds the standardisation into the weights.
+func (t *trainer) model(theta []float64) *Model {
+	k, d := t.k, t.d
+	m := &Model{k: k, d: d, w: make([]float64, k*d), b: make([]float64, k), cfg: t.cfg}
+	for c := range k {
+		bc := theta[k*d+c]
+		for i := range d {
+			wz := theta[c*d+i]
+			m.w[c*d+i] = wz / t.scale[i]
+			bc -= wz * t.mean[i] / t.scale[i]
+		}
+		m.b[c] = bc
+	}
+	return m
+}
+
+// searchCDF returns the first index whose cumulative value exceeds u,
+// clamped to the last index.
+func searchCDF(cdf []float64, u float64) int {
+	lo, hi := 0, len(cdf)-1
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if cdf[mid] > u {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+func logSumExp(v []float64) float64 {
+	m := math.Inf(-1)
+	for _, x := range v {
+		m = max(m, x)
+	}
+	if math.IsInf(m, -1) {
+		return m
+	}
+	s := 0.0
+	for _, x := range v {
+		s += math.Exp(x - m)
+	}
+	return m + math.Log(s)
+}
