@@ -1,0 +1,239 @@
+package classifier
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Limits on Config values and on model shapes (beyond them training is
+// meaningless or would exhaust memory).
+const (
+	MaxHidden    = 1 << 16 // units per hidden layer
+	MaxLayers    = 16      // hidden layers
+	MaxEpochs    = 1 << 20
+	MaxBatch     = 1 << 20
+	MaxPatience  = 1 << 20
+	MaxLR        = 1
+	MaxInputDim  = 1 << 24
+	MaxClasses   = 1 << 16
+	maxParamsLen = 1 << 28 // weights and biases of one model
+)
+
+// DefaultMemoryBudget is the default Config.MemoryBudget: 4 GiB.
+const DefaultMemoryBudget int64 = 4 << 30
+
+// Config holds the classifier's architecture and training hyperparameters.
+//
+// Zero values of Epochs, BatchSize, Patience, LR and MemoryBudget mean the
+// defaults of [DefaultConfig]. Hidden is taken as given: empty (nil or
+// length 0) means no hidden layer, i.e. multinomial logistic regression; use
+// DefaultConfig().Hidden for the default {50}. Seed 0 is a seed like any
+// other.
+type Config struct {
+	// Hidden are the sizes of the ReLU hidden layers, input side first.
+	Hidden []int `json:"hidden"`
+	// Epochs is the most passes over the training rows (default 100).
+	Epochs int `json:"epochs"`
+	// BatchSize is the number of privatised rows per Adam step (default
+	// 128). For the marginal objective every step still sums over all
+	// auxiliary points.
+	BatchSize int `json:"batch_size"`
+	// Patience is the number of epochs without a strict improvement of the
+	// validation objective after which training stops (default 5). It has
+	// no effect when the validation split is empty.
+	Patience int `json:"patience"`
+	// LR is Adam's learning rate (default 1e-3).
+	LR float64 `json:"lr"`
+	// Seed determines initialisation and shuffling.
+	Seed uint64 `json:"seed"`
+	// MemoryBudget bounds, in bytes, the ψ-independent N×M float32 table of
+	// the marginal objective (4·N·M bytes for the training split, the same
+	// again for the validation split); a split whose table does not fit is
+	// recomputed chunk by chunk in every step instead. 0 means
+	// DefaultMemoryBudget (4 GiB); a negative value never precomputes. It is
+	// a resource limit for the operator, so it is not read from JSON.
+	MemoryBudget int64 `json:"-"`
+}
+
+// DefaultConfig returns the thesis's downstream classifier (§9.3: one hidden
+// layer of 50 units) with Adam at learning rate 1e-3, batches of 128, at most
+// 100 epochs, early stopping after 5 epochs without improvement, seed 1 and
+// a 4 GiB precomputation budget.
+func DefaultConfig() Config {
+	return Config{
+		Hidden:       []int{50},
+		Epochs:       100,
+		BatchSize:    128,
+		Patience:     5,
+		LR:           1e-3,
+		Seed:         1,
+		MemoryBudget: DefaultMemoryBudget,
+	}
+}
+
+// withDefaults fills the zero fields that have defaults and copies Hidden.
+func (c Config) withDefaults() Config {
+	def := DefaultConfig()
+	if c.Epochs == 0 {
+		c.Epochs = def.Epochs
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = def.BatchSize
+	}
+	if c.Patience == 0 {
+		c.Patience = def.Patience
+	}
+	if c.LR == 0 {
+		c.LR = def.LR
+	}
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = def.MemoryBudget
+	}
+	c.Hidden = slices.Clone(c.Hidden)
+	return c
+}
+
+// validate checks a configuration after withDefaults; errors name the JSON
+// key.
+func (c Config) validate() error {
+	switch {
+	case c.Epochs < 1 || c.Epochs > MaxEpochs:
+		return fmt.Errorf("epochs = %d: want 1 ≤ epochs ≤ %d", c.Epochs, MaxEpochs)
+	case c.BatchSize < 1 || c.BatchSize > MaxBatch:
+		return fmt.Errorf("batch_size = %d: want 1 ≤ batch_size ≤ %d", c.BatchSize, MaxBatch)
+	case c.Patience < 1 || c.Patience > MaxPatience:
+		return fmt.Errorf("patience = %d: want 1 ≤ patience ≤ %d", c.Patience, MaxPatience)
+	case math.IsNaN(c.LR) || !(c.LR > 0) || c.LR > MaxLR:
+		return fmt.Errorf("lr = %v: want a number in (0, %d]", c.LR, MaxLR)
+	case len(c.Hidden) > MaxLayers:
+		return fmt.Errorf("hidden has %d layers: want at most %d", len(c.Hidden), MaxLayers)
+	}
+	for i, h := range c.Hidden {
+		if h < 1 || h > MaxHidden {
+			return fmt.Errorf("hidden[%d] = %d: want 1 ≤ size ≤ %d", i, h, MaxHidden)
+		}
+	}
+	return nil
+}
+
+// Validate reports whether the configuration, with its zero fields filled
+// with defaults, is usable.
+func (c Config) Validate() error {
+	if err := c.withDefaults().validate(); err != nil {
+		return fmt.Errorf("classifier config: %w", err)
+	}
+	return nil
+}
+
+// configKeys are the JSON keys ParseConfig accepts.
+const configKeys = "hidden, epochs, batch_size, patience, lr, seed"
+
+// ParseConfig decodes a JSON object such as {"hidden": [50], "epochs": 100,
+// "batch_size": 128, "patience": 5, "lr": 1e-3, "seed": 1}. It starts from
+// [DefaultConfig], so absent keys keep their defaults; "hidden": [] selects
+// multinomial logistic regression. Empty input and null mean all defaults.
+// Unknown keys, wrong types, explicit zeros where zero is not allowed,
+// trailing data and out-of-range values are errors naming the key.
+func ParseConfig(raw json.RawMessage) (Config, error) {
+	c := DefaultConfig()
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return c, nil
+	}
+	// Pointer fields tell "absent" from an explicit zero.
+	var p struct {
+		Hidden    *[]int   `json:"hidden"`
+		Epochs    *int     `json:"epochs"`
+		BatchSize *int     `json:"batch_size"`
+		Patience  *int     `json:"patience"`
+		LR        *float64 `json:"lr"`
+		Seed      *uint64  `json:"seed"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return Config{}, configJSONError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Config{}, errors.New("classifier config: trailing data after the JSON object")
+	}
+	zero := func(key string) error {
+		return fmt.Errorf("classifier config: %s = 0: want a positive value (omit the key for the default)", key)
+	}
+	if p.Hidden != nil {
+		c.Hidden = *p.Hidden
+		if c.Hidden == nil {
+			c.Hidden = []int{}
+		}
+	}
+	if p.Epochs != nil {
+		if *p.Epochs == 0 {
+			return Config{}, zero("epochs")
+		}
+		c.Epochs = *p.Epochs
+	}
+	if p.BatchSize != nil {
+		if *p.BatchSize == 0 {
+			return Config{}, zero("batch_size")
+		}
+		c.BatchSize = *p.BatchSize
+	}
+	if p.Patience != nil {
+		if *p.Patience == 0 {
+			return Config{}, zero("patience")
+		}
+		c.Patience = *p.Patience
+	}
+	if p.LR != nil {
+		if *p.LR == 0 {
+			return Config{}, zero("lr")
+		}
+		c.LR = *p.LR
+	}
+	if p.Seed != nil {
+		c.Seed = *p.Seed
+	}
+	if err := c.validate(); err != nil {
+		return Config{}, fmt.Errorf("classifier config: %w", err)
+	}
+	return c, nil
+}
+
+// configJSONError rewords encoding/json's errors so they name the key.
+func configJSONError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return fmt.Errorf("classifier config: want a JSON object, got %s", te.Value)
+		}
+		return fmt.Errorf("classifier config: %s: got JSON %s, want %s", te.Field, te.Value, jsonKind(te.Type.Kind().String()))
+	case errors.As(err, &se):
+		return fmt.Errorf("classifier config: invalid JSON at byte %d: %v", se.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("classifier config: unknown key %s (known: %s)",
+			strings.TrimPrefix(err.Error(), "json: unknown field "), configKeys)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return errors.New("classifier config: truncated JSON")
+	}
+	return fmt.Errorf("classifier config: %v", err)
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "int", "int64", "uint64":
+		return "an integer"
+	case "float64":
+		return "a number"
+	case "slice":
+		return "an array of integers"
+	}
+	return k
+}

@@ -1,0 +1,423 @@
+package classifier
+
+import (
+	"context"
+	"math"
+	"slices"
+)
+
+// auxChunk is the number of auxiliary points per block of the MLP's forward
+// and backward passes over the prior (activations of one block stay in
+// L1/L2).
+const auxChunk = 1024
+
+// Probability-space kernel limits (see the package documentation, "The
+// marginal kernel").
+const (
+	// maxChannelRatio bounds ρ = max_k max_y R[k][y]/min_y R[k][y] for the
+	// probability-space kernel (ε_y up to ln 2³² ≈ 22 for K-RR).
+	maxChannelRatio = 1 << 32
+	// probCut is ln 2^-90: E = exp(w') is stored as 0 below it.
+	probCut = -62.383246
+	// maxAux bounds M so that the dropped mass M·ρ·2^-90 stays < 2^-27.
+	maxAux = 1 << 31
+)
+
+// prior is the empirical prior over clean auxiliary latents together with a
+// label channel: everything of Eq 4.11 that depends on ψ only through the
+// classifier's outputs on the M auxiliary points.
+type prior struct {
+	m, d, k   int
+	r         []float64 // K×K row-major, r[k*K+y] = R[k][y]
+	rf        []float32
+	probSpace bool      // kernel in probability space (all R > 0, ratio ≤ maxChannelRatio)
+	auxT      []float32 // raw auxiliary latents, feature-major (d × M)
+	blocks    []auxBlock
+	// q is K×M row-major: Q[k][m] = Σ_y R[k][y]·softmax_ψ(ẑ_m)_y in
+	// probability space, A[k][m] = log Q[k][m] in log space.
+	q []float32
+}
+
+// auxBlock is a block of auxiliary points [m0, m0+cols) with its
+// standardised inputs (d × cols) and, between the forward and backward
+// passes of one step, its activations and softmax outputs (K × cols).
+type auxBlock struct {
+	m0, cols int
+	x        []float32
+	acts     *actBuf
+	p        []float32
+}
+
+// channelIsProbSpace reports whether the probability-space kernel is exact
+// to rounding for R (K×K row-major).
+func channelIsProbSpace(r []float64, k int) bool {
+	for i := range k {
+		lo, hi := math.Inf(1), 0.0
+		for _, v := range r[i*k : (i+1)*k] {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		if !(lo > 0) || hi/lo > maxChannelRatio {
+			return false
+		}
+	}
+	return true
+}
+
+func flatChannel(r [][]float64) []float64 {
+	k := len(r)
+	f := make([]float64, 0, k*k)
+	for _, row := range r {
+		f = append(f, row...)
+	}
+	return f
+}
+
+func newPrior(nt *net, std standardiser, aux [][]float32, r [][]float64) *prior {
+	m, d, k := len(aux), len(aux[0]), len(r)
+	pr := &prior{m: m, d: d, k: k, r: flatChannel(r), auxT: make([]float32, d*m), q: make([]float32, k*m)}
+	pr.rf = make([]float32, len(pr.r))
+	for i, v := range pr.r {
+		pr.rf[i] = float32(v)
+	}
+	pr.probSpace = channelIsProbSpace(pr.r, k)
+	for i, row := range aux {
+		for j, v := range row {
+			pr.auxT[j*m+i] = v
+		}
+	}
+	for m0 := 0; m0 < m; m0 += auxChunk {
+		cols := min(auxChunk, m-m0)
+		b := auxBlock{m0: m0, cols: cols, x: make([]float32, d*cols), acts: nt.newActs(cols), p: make([]float32, k*cols)}
+		std.block(b.x, aux, nil, m0, cols)
+		pr.blocks = append(pr.blocks, b)
+	}
+	return pr
+}
+
+// head runs the MLP on every auxiliary point and fills q (and each block's
+// softmax outputs), in parallel over blocks.
+func (pr *prior) head(nt *net, p int) {
+	parallelTasks(p, len(pr.blocks), func(_, t int) {
+		b := &pr.blocks[t]
+		nt.forward(b.x, b.cols, b.acts)
+		if pr.probSpace {
+			pr.headProb(b)
+		} else {
+			pr.headLog(b)
+		}
+	})
+}
+
+// headProb: P = softmax over the K rows of each column (fast exp, flushing
+// terms below 2^-126 of the largest), then Q = R·P.
+func (pr *prior) headProb(b *auxBlock) {
+	k, cols, m := pr.k, b.cols, pr.m
+	lg := b.acts.logits()[:k*cols]
+	p := b.p[:k*cols]
+	mx := make([]float32, cols) // small; one per block and step
+	copy(mx, lg[:cols])
+	for y := 1; y < k; y++ {
+		for c, v := range lg[y*cols : (y+1)*cols] {
+			mx[c] = max(mx[c], v)
+		}
+	}
+	sum := make([]float32, cols)
+	for y := range k {
+		py := p[y*cols : (y+1)*cols]
+		for c, v := range lg[y*cols : (y+1)*cols] {
+			e := fexpFlush(v - mx[c])
+			py[c] = e
+			sum[c] += e
+		}
+	}
+	for c := range sum {
+		sum[c] = 1 / sum[c]
+	}
+	for y := range k {
+		py := p[y*cols : (y+1)*cols]
+		for c := range py {
+			py[c] *= sum[c]
+		}
+	}
+	for i := range k {
+		qi := pr.q[i*m+b.m0 : i*m+b.m0+cols]
+		clear(qi)
+		for y := range k {
+			if rv := pr.rf[i*k+y]; rv != 0 {
+				blas.Saxpy(cols, rv, p[y*cols:(y+1)*cols], 1, qi, 1)
+			}
+		}
+	}
+}
+
+// colSoftmax64 writes log softmax and softmax of the logits of column c into
+// logp and p (float64).
+func colSoftmax64(lg []float32, cols, c int, logp, p []float64) {
+	mx := math.Inf(-1)
+	for y := range logp {
+		logp[y] = float64(lg[y*cols+c])
+		mx = max(mx, logp[y])
+	}
+	s := 0.0
+	for y := range logp {
+		s += math.Exp(logp[y] - mx)
+	}
+	ls := mx + math.Log(s)
+	for y := range logp {
+		logp[y] -= ls
+		p[y] = math.Exp(logp[y])
+	}
+}
+
+// logQ returns A = log Σ_y R[i][y]·p_y in float64, falling back to a
+// log-sum-exp over log R + log p when the sum underflows.
+func logQ(r []float64, logp, p []float64) float64 {
+	q := 0.0
+	for y, rv := range r {
+		q += rv * p[y]
+	}
+	if q > 1e-300 {
+		return math.Log(q)
+	}
+	mx := math.Inf(-1)
+	for y, rv := range r {
+		if rv > 0 {
+			mx = max(mx, math.Log(rv)+logp[y])
+		}
+	}
+	if math.IsInf(mx, -1) {
+		return mx
+	}
+	s := 0.0
+	for y, rv := range r {
+		if rv > 0 {
+			s += math.Exp(math.Log(rv) + logp[y] - mx)
+		}
+	}
+	return mx + math.Log(s)
+}
+
+// headLog: A[k][m] in float64 per column.
+func (pr *prior) headLog(b *auxBlock) {
+	k, cols, m := pr.k, b.cols, pr.m
+	lg := b.acts.logits()
+	logp, p := make([]float64, k), make([]float64, k)
+	for c := range cols {
+		colSoftmax64(lg, cols, c, logp, p)
+		for y := range k {
+			b.p[y*cols+c] = float32(p[y])
+		}
+		for i := range k {
+			pr.q[i*m+b.m0+c] = float32(logQ(pr.r[i*k:(i+1)*k], logp, p))
+		}
+	}
+}
+
+// mset is one split of privatised points with its ψ-independent terms.
+type mset struct {
+	n, d   int
+	noisy  []float32 // N×d row-major
+	labels []int
+	invb   float32
+	// c[n] = min_m ‖z̃_n − ẑ_m‖₁ (float32 distances, as used in every row),
+	// konst[n] = −log M − d·log(2b) − c[n]/b.
+	c     []float32
+	konst []float64
+	// tab is the precomputed N×M table (nil: recomputed per row): in
+	// probability space E[n][m] = exp(−(‖z̃_n − ẑ_m‖₁ − c[n])/b) (0 below
+	// 2^-90), in log space w'[n][m] = −(‖z̃_n − ẑ_m‖₁ − c[n])/b.
+	tab []float32
+}
+
+// abs32 is |x| for float32 by clearing the sign bit.
+func abs32(x float32) float32 {
+	return math.Float32frombits(math.Float32bits(x) &^ (1 << 31))
+}
+
+// dist writes ‖z − ẑ_m‖₁ (float32, features summed in order) for every m
+// into dst (len M).
+func (pr *prior) dist(z []float32, dst []float32) {
+	m := pr.m
+	a0 := pr.auxT[:m]
+	z0 := z[0]
+	dst = dst[:m]
+	for i, v := range a0 {
+		dst[i] = abs32(z0 - v)
+	}
+	for j := 1; j < pr.d; j++ {
+		zj := z[j]
+		aj := pr.auxT[j*m : (j+1)*m]
+		for i, v := range aj {
+			dst[i] += abs32(zj - v)
+		}
+	}
+}
+
+// row writes the table row of point z (with constant c) into dst: E in
+// probability space, w' in log space.
+func (pr *prior) row(z []float32, c, invb float32, dst []float32) {
+	pr.dist(z, dst)
+	dst = dst[:pr.m]
+	if pr.probSpace {
+		for i, v := range dst {
+			x := (c - v) * invb
+			if x < probCut {
+				dst[i] = 0
+			} else {
+				dst[i] = fexp(x)
+			}
+		}
+		return
+	}
+	for i, v := range dst {
+		dst[i] = (c - v) * invb
+	}
+}
+
+const rowsPerTask = 16
+
+// newMset prepares a split: constants, and the table when precompute is set.
+func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b float64, precompute bool, p int) (*mset, error) {
+	n, d, m := len(noisy), pr.d, pr.m
+	s := &mset{n: n, d: d, noisy: make([]float32, 0, n*d), labels: slices.Clone(labels), invb: float32(1 / b),
+		c: make([]float32, n), konst: make([]float64, n)}
+	for _, r := range noisy {
+		s.noisy = append(s.noisy, r...)
+	}
+	if precompute {
+		s.tab = make([]float32, n*m)
+	}
+	base := -math.Log(float64(m)) - float64(d)*math.Log(2*b)
+	bufs := make([][]float32, p)
+	tasks := (n + rowsPerTask - 1) / rowsPerTask
+	parallelTasks(p, tasks, func(w, t int) {
+		if ctx.Err() != nil {
+			return
+		}
+		if bufs[w] == nil {
+			bufs[w] = make([]float32, m)
+		}
+		for i := t * rowsPerTask; i < min(n, (t+1)*rowsPerTask); i++ {
+			z := s.noisy[i*d : (i+1)*d]
+			buf := bufs[w]
+			pr.dist(z, buf)
+			c := slices.Min(buf)
+			s.c[i] = c
+			s.konst[i] = base - float64(c)/b
+			if s.tab != nil {
+				pr.row(z, c, s.invb, s.tab[i*m:(i+1)*m])
+			}
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// rowLoss evaluates log p(ỹ_i, z̃_i) for point i of s (Eq 4.11 in the form
+// of the package documentation) and returns it with the vector v and factor
+// f whose product f·v is what point i adds to the kernel accumulator of its
+// label: H[ỹ_i] += E_i/S_i in probability space (the responsibilities are
+// r_im = Q[ỹ_i][m]·E_im/S_i), G[ỹ_i] += e_i/S_i = r_i in log space. buf is
+// scratch of length M; v is buf or a row of s.tab.
+func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float32, f float64) {
+	m, k := pr.m, s.labels[i]
+	buf = buf[:m]
+	e := buf
+	if s.tab != nil {
+		e = s.tab[i*m : (i+1)*m]
+	} else {
+		pr.row(s.noisy[i*s.d:(i+1)*s.d], s.c[i], s.invb, buf)
+	}
+	if pr.probSpace {
+		sum := blas.Dsdot(m, e, 1, pr.q[k*m:(k+1)*m], 1)
+		return s.konst[i] + math.Log(sum), e, 1 / sum
+	}
+	a := pr.q[k*m : (k+1)*m]
+	mx := float32(math.Inf(-1))
+	for j, w := range e[:len(a)] {
+		x := w + a[j]
+		buf[j] = x
+		mx = max(mx, x)
+	}
+	sum := 0.0
+	for j, x := range buf {
+		y := fexpFlush(x - mx)
+		buf[j] = y
+		sum += float64(y)
+	}
+	return s.konst[i] + float64(mx) + math.Log(sum), buf, 1 / sum
+}
+
+// dlogits writes into dl (K × cols) the gradient of the step's loss
+// −(1/B)·Σ_n log p(ỹ_n, z̃_n) with respect to block b's logits, given the
+// block's summed kernel accumulators hs (K × cols: H in probability space,
+// G in log space). With G[k][m] = Σ_{n: ỹ_n = k} r_nm and p = softmax(logits):
+//
+//	∂loss/∂logit_j(m) = (p_j/B)·(Σ_k G[k][m] − Σ_k R[k][j]·G[k][m]/Q[k][m])
+//
+// where G/Q = H in probability space. tot is scratch of length cols.
+func (pr *prior) dlogits(b *auxBlock, hs, dl, tot []float32, invB float64) {
+	k, cols, m := pr.k, b.cols, pr.m
+	if pr.probSpace {
+		tot = tot[:cols]
+		clear(tot)
+		for i := range k {
+			qi := pr.q[i*m+b.m0 : i*m+b.m0+cols]
+			for c, h := range hs[i*cols : (i+1)*cols] {
+				tot[c] += qi[c] * h
+			}
+		}
+		ib := float32(invB)
+		for j := range k {
+			dj := dl[j*cols : (j+1)*cols]
+			clear(dj)
+			for i := range k {
+				if rv := pr.rf[i*k+j]; rv != 0 {
+					blas.Saxpy(cols, rv, hs[i*cols:(i+1)*cols], 1, dj, 1)
+				}
+			}
+			pj := b.p[j*cols : (j+1)*cols]
+			for c, u := range dj {
+				dj[c] = pj[c] * (tot[c] - u) * ib
+			}
+		}
+		return
+	}
+	lg := b.acts.logits()
+	logp, p, u := make([]float64, k), make([]float64, k), make([]float64, k)
+	for c := range cols {
+		colSoftmax64(lg, cols, c, logp, p)
+		clear(u)
+		t := 0.0
+		for i := range k {
+			g := float64(hs[i*cols+c])
+			if g == 0 {
+				continue
+			}
+			t += g
+			ri := pr.r[i*k : (i+1)*k]
+			q := 0.0
+			for y, rv := range ri {
+				q += rv * p[y]
+			}
+			if q > 1e-300 {
+				f := g / q
+				for j, rv := range ri {
+					u[j] += f * rv * p[j]
+				}
+			} else {
+				a := logQ(ri, logp, p)
+				for j, rv := range ri {
+					if rv > 0 {
+						u[j] += g * rv * math.Exp(logp[j]-a)
+					}
+				}
+			}
+		}
+		for j := range k {
+			dl[j*cols+c] = float32((p[j]*t - u[j]) * invB)
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package classifier
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// blas is gonum's pure-Go BLAS (assembly kernels on amd64), the
+// implementation behind blas32 by default. It is called directly rather than
+// through blas32's global, so that a process that switched blas32 to a cgo
+// BLAS (the vlm package's openblas build) does not pay a cgo call per
+// level-1 kernel here: the products below are many short axpys and dots.
+var blas gonum.Implementation
+
+// net is the classifier's MLP: ReLU hidden layers and a linear output layer
+// of K logits. Activations are feature-major: a block of `cols` samples is a
+// (units × cols) row-major matrix, so every product below is a sequence of
+// long axpys or dots along the sample axis (W·A: for each output unit, one
+// axpy per input unit; dW += dZ·Aᵀ: one dot per weight; Wᵀ·dZ: one axpy per
+// weight).
+type net struct {
+	sizes  []int     // input dimension, hidden sizes…, K
+	params []float32 // per layer: W (out×in, row-major) then b (out)
+	offW   []int     // offset of each layer's W in params
+	offB   []int     // offset of each layer's b in params
+}
+
+func newNet(sizes []int) *net {
+	nt := &net{sizes: sizes}
+	off := 0
+	for l := 0; l+1 < len(sizes); l++ {
+		nt.offW = append(nt.offW, off)
+		off += sizes[l] * sizes[l+1]
+		nt.offB = append(nt.offB, off)
+		off += sizes[l+1]
+	}
+	nt.params = make([]float32, off)
+	return nt
+}
+
+// paramCount is the number of weights and biases of an MLP of these sizes,
+// or −1 if it exceeds maxParamsLen.
+func paramCount(sizes []int) int {
+	n := 0
+	for l := 0; l+1 < len(sizes); l++ {
+		if sizes[l] > maxParamsLen || sizes[l+1] > maxParamsLen {
+			return -1
+		}
+		n += sizes[l]*sizes[l+1] + sizes[l+1]
+		if n > maxParamsLen {
+			return -1
+		}
+	}
+	return n
+}
+
+func (nt *net) layers() int { return len(nt.sizes) - 1 }
+func (nt *net) inDim() int  { return nt.sizes[0] }
+func (nt *net) classes() int {
+	return nt.sizes[len(nt.sizes)-1]
+}
+
+func (nt *net) w(l int) []float32 {
+	return nt.params[nt.offW[l]:nt.offB[l]]
+}
+
+func (nt *net) b(l int) []float32 {
+	return nt.params[nt.offB[l] : nt.offB[l]+nt.sizes[l+1]]
+}
+
+func (nt *net) clone() *net {
+	c := *nt
+	c.params = append([]float32(nil), nt.params...)
+	return &c
+}
+
+// init draws the weights from r: He-uniform U(±√(6/fan_in)) for layers
+// followed by a ReLU, Glorot-uniform U(±√(6/(fan_in+fan_out))) for the
+// output layer; biases 0.
+func (nt *net) init(r *rand.Rand) {
+	clear(nt.params)
+	for l := range nt.layers() {
+		in, out := nt.sizes[l], nt.sizes[l+1]
+		lim := math.Sqrt(6 / float64(in))
+		if l == nt.layers()-1 {
+			lim = math.Sqrt(6 / float64(in+out))
+		}
+		w := nt.w(l)
+		for i := range w {
+			w[i] = float32((2*r.Float64() - 1) * lim)
+		}
+	}
+}
+
+// actBuf holds one block's activations: a[l] is layer l's output (out_l ×
+// cols): post-ReLU for hidden layers, the logits for the last.
+type actBuf struct {
+	cols int
+	a    [][]float32
+}
+
+func (nt *net) newActs(cols int) *actBuf {
+	ab := &actBuf{cols: cols, a: make([][]float32, nt.layers())}
+	for l := range ab.a {
+		ab.a[l] = make([]float32, nt.sizes[l+1]*cols)
+	}
+	return ab
+}
+
+// logits returns the output block (K × cols) of the last forward pass.
+func (ab *actBuf) logits() []float32 { return ab.a[len(ab.a)-1] }
+
+// forward runs the MLP on x (in × cols, feature-major) for cols ≤ ab.cols
+// columns, storing the block with row stride cols.
+func (nt *net) forward(x []float32, cols int, ab *actBuf) {
+	a := x
+	for l := range nt.layers() {
+		in, out := nt.sizes[l], nt.sizes[l+1]
+		w, b := nt.w(l), nt.b(l)
+		z := ab.a[l][:out*cols]
+		hidden := l < nt.layers()-1
+		for i := range out {
+			zi := z[i*cols : (i+1)*cols]
+			bi := b[i]
+			for c := range zi {
+				zi[c] = bi
+			}
+			wi := w[i*in : (i+1)*in]
+			for j, wij := range wi {
+				if wij != 0 {
+					blas.Saxpy(cols, wij, a[j*cols:(j+1)*cols], 1, zi, 1)
+				}
+			}
+			if hidden {
+				for c, v := range zi {
+					if !(v > 0) {
+						zi[c] = 0
+					}
+				}
+			}
+		}
+		a = z
+	}
+}
+
+// backward accumulates into grad (float64, laid out like params) the
+// gradient of Σ_c Σ_k dlogits[k][c]·logit_k(x_c), given the activations of
+// the forward pass on the same x. dlogits (K × cols) and the two scratch
+// buffers (each at least maxHidden × cols) are overwritten.
+func (nt *net) backward(x []float32, cols int, ab *actBuf, dlogits []float32, grad []float64, s0, s1 []float32) {
+	dz := dlogits[:nt.classes()*cols]
+	for l := nt.layers() - 1; l >= 0; l-- {
+		in, out := nt.sizes[l], nt.sizes[l+1]
+		prev := x
+		if l > 0 {
+			prev = ab.a[l-1]
+		}
+		gw := grad[nt.offW[l]:nt.offB[l]]
+		gb := grad[nt.offB[l] : nt.offB[l]+out]
+		for i := range out {
+			dzi := dz[i*cols : (i+1)*cols]
+			s := float64(0)
+			for _, v := range dzi {
+				s += float64(v)
+			}
+			gb[i] += s
+			gwi := gw[i*in : (i+1)*in]
+			for j := range gwi {
+				gwi[j] += float64(blas.Sdot(cols, dzi, 1, prev[j*cols:(j+1)*cols], 1))
+			}
+		}
+		if l == 0 {
+			break
+		}
+		da := s0[:in*cols]
+		s0, s1 = s1, s0
+		w := nt.w(l)
+		for j := range in {
+			daj := da[j*cols : (j+1)*cols]
+			clear(daj)
+			for i := range out {
+				if wij := w[i*in+j]; wij != 0 {
+					blas.Saxpy(cols, wij, dz[i*cols:(i+1)*cols], 1, daj, 1)
+				}
+			}
+			pj := prev[j*cols : (j+1)*cols]
+			for c, v := range pj {
+				if !(v > 0) {
+					daj[c] = 0
+				}
+			}
+		}
+		dz = da
+	}
+}
+
+// maxWidth is the largest layer width after the input.
+func (nt *net) maxWidth() int {
+	m := 0
+	for _, s := range nt.sizes[1:] {
+		m = max(m, s)
+	}
+	return m
+}
+
+// adam is Adam (Kingma & Ba) with bias correction, moments in float64.
+type adam struct {
+	lr, b1, b2, eps float64
+	t               int
+	m, v            []float64
+}
+
+func newAdam(n int, lr float64) *adam {
+	return &adam{lr: lr, b1: 0.9, b2: 0.999, eps: 1e-8, m: make([]float64, n), v: make([]float64, n)}
+}
+
+// step applies one update with gradient g (of the loss to minimise).
+func (a *adam) step(p []float32, g []float64) {
+	a.t++
+	c1 := 1 - math.Pow(a.b1, float64(a.t))
+	c2 := 1 - math.Pow(a.b2, float64(a.t))
+	for i, gi := range g {
+		a.m[i] = a.b1*a.m[i] + (1-a.b1)*gi
+		a.v[i] = a.b2*a.v[i] + (1-a.b2)*gi*gi
+		p[i] -= float32(a.lr * (a.m[i] / c1) / (math.Sqrt(a.v[i]/c2) + a.eps))
+	}
+}
+
+// standardiser maps x to (x − mean)/std per feature.
+type standardiser struct {
+	mean, std []float32
+}
+
+// fitStandardiser fits the per-feature mean and population standard
+// deviation (float64 accumulation); a feature with std 0 (or too small to
+// divide by) gets std 1.
+func fitStandardiser(rows [][]float32, d int) standardiser {
+	s := standardiser{mean: make([]float32, d), std: make([]float32, d)}
+	n := float64(len(rows))
+	for j := range d {
+		sum := 0.0
+		for _, r := range rows {
+			sum += float64(r[j])
+		}
+		mu := sum / n
+		ss := 0.0
+		for _, r := range rows {
+			v := float64(r[j]) - mu
+			ss += v * v
+		}
+		sd := math.Sqrt(ss / n)
+		if !(sd > 1e-12*math.Max(1, math.Abs(mu))) {
+			sd = 1
+		}
+		s.mean[j], s.std[j] = float32(mu), float32(sd)
+	}
+	return s
+}
+
+// block writes rows[idx[c]] (or rows[c0+c] when idx is nil), standardised,
+// into dst as a feature-major (d × cols) block.
+func (s standardiser) block(dst []float32, rows [][]float32, idx []int, c0, cols int) {
+	for c := range cols {
+		var r []float32
+		if idx != nil {
+			r = rows[idx[c]]
+		} else {
+			r = rows[c0+c]
+		}
+		for j, v := range r {
+			dst[j*cols+c] = (v - s.mean[j]) / s.std[j]
+		}
+	}
+}
+
+// workers is the number of goroutines a parallel section uses.
+func workers() int { return max(1, runtime.GOMAXPROCS(0)) }
+
+// parallel runs f(w) for w = 0..p−1 concurrently and waits.
+func parallel(p int, f func(w int)) {
+	if p == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(p)
+	for w := range p {
+		go func() {
+			defer wg.Done()
+			f(w)
+		}()
+	}
+	wg.Wait()
+}
+
+// parallelTasks runs f(w, t) for every task t in 0..n−1 on p goroutines,
+// handing tasks out dynamically; f must write only task-owned outputs (or
+// worker-owned scratch) so the result does not depend on the schedule.
+func parallelTasks(p, n int, f func(w, t int)) {
+	p = min(p, n)
+	if p <= 1 {
+		for t := range n {
+			f(0, t)
+		}
+		return
+	}
+	var next atomic.Int64
+	parallel(p, func(w int) {
+		for {
+			t := int(next.Add(1)) - 1
+			if t >= n {
+				return
+			}
+			f(w, t)
+		}
+	})
+}
