@@ -107,7 +107,6 @@ type noisyFeature struct {
 	xt       []float64 // laplace: privatised value of every row
 	off      int       // offset of its bins in the count vector
 	prior    []float64 // p(k|i)
-	logPrior []float64
 	cdf      []float64 // cumulative prior
 }
 
@@ -191,7 +190,7 @@ func newTrainer(cfg Config, d Data, k int) *trainer {
 			}
 			f := noisyFeature{col: i, laplace: ch.Kind == KindLaplace, bins: bins, off: t.nCounts,
 				z: make([]float64, bins), centre: make([]float64, bins),
-				prior: make([]float64, bins), logPrior: make([]float64, bins), cdf: make([]float64, bins)}
+				prior: make([]float64, bins), cdf: make([]float64, bins)}
 			for b := range bins {
 				f.centre[b] = binCentre(b, ch.Lo, ch.Hi, bins)
 				f.z[b] = (f.centre[b] - t.mean[i]) / t.scale[i]
@@ -243,7 +242,6 @@ func newTrainer(cfg Config, d Data, k int) *trainer {
 func (f *noisyFeature) setPriorTables() {
 	acc := 0.0
 	for b, p := range f.prior {
-		f.logPrior[b] = math.Log(p)
 		acc += p
 		f.cdf[b] = acc
 	}
@@ -396,19 +394,8 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 	for fi := range t.noisy {
 		f := &t.noisy[fi]
 		if f.laplace {
-			x := f.xt[n]
-			m := math.Inf(-1)
-			for bb := range f.bins {
-				v := f.logPrior[bb] - math.Abs(x-f.centre[bb])*f.invScale
-				sc.lap[bb] = v
-				m = max(m, v)
-			}
-			acc := 0.0
-			for bb := range f.bins {
-				acc += math.Exp(sc.lap[bb] - m)
-				sc.lap[bb] = acc
-			}
 			cdf := sc.lap[:f.bins]
+			acc := f.laplaceProposal(f.xt[n], cdf)
 			for j := range s {
 				sc.bins[j*nf+fi] = int32(searchCDF(cdf, rng.Float64()*acc))
 			}
@@ -434,20 +421,38 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 		}
 		sc.base[c] = v
 	}
-	for j := range s {
-		lg := sc.logits[j*k : (j+1)*k]
-		copy(lg, sc.base)
-		for fi := range t.noisy {
-			f := &t.noisy[fi]
-			z := f.z[sc.bins[j*nf+fi]]
-			for c := range k {
-				lg[c] += W[c*d+f.col] * z
-			}
+	// probs returns sample j's class probabilities; with no privatised
+	// features every sample has the same x, so they are computed once.
+	shared := nf == 0
+	probs := func(j int) []float64 {
+		if shared {
+			return sc.logits[:k]
 		}
-		lse := logSumExp(lg)
-		sc.logp[j] = lg[sc.cs[j]] - lse
-		for c := range k {
-			lg[c] = math.Exp(lg[c] - lse)
+		return sc.logits[j*k : (j+1)*k]
+	}
+	if shared {
+		lg := sc.logits[:k]
+		copy(lg, sc.base)
+		m := math.Inf(-1)
+		for _, v := range lg {
+			m = max(m, v)
+		}
+		lse := m + math.Log(softmaxShifted(lg, m))
+		for j := range s {
+			sc.logp[j] = sc.base[sc.cs[j]] - lse
+		}
+	} else {
+		for j := range s {
+			lg := sc.logits[j*k : (j+1)*k]
+			copy(lg, sc.base)
+			for fi := range t.noisy {
+				f := &t.noisy[fi]
+				z := f.z[sc.bins[j*nf+fi]]
+				for c := range k {
+					lg[c] += W[c*d+f.col] * z
+				}
+			}
+			sc.logp[j] = softmaxInPlace(lg, sc.cs[j])
 		}
 	}
 	// Self-normalised weights w(s|n) = softmax_s log p_θ(c^s|x^s), held
@@ -469,7 +474,7 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 	clear(sc.rsum)
 	for j := range s {
 		a.energy += w[j] * sc.logp[j]
-		p := sc.logits[j*k : (j+1)*k]
+		p := probs(j)
 		for c := range k {
 			r := -w[j] * p[c]
 			if c == sc.cs[j] {
@@ -498,6 +503,81 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 			}
 		}
 	}
+}
+
+// laplaceProposal writes to cdf the unnormalised cumulative proposal
+// ρ(k|x̃) ∝ p(k|i)·exp(−|x̃ − centre_k|/b) of a Laplace feature and returns
+// its total. The likelihoods are scaled by exp(dist_j/b), j the bin whose
+// centre is nearest x̃, which is what log-space normalisation by the
+// largest log-likelihood would do; and as the centres are evenly spaced they
+// form geometric sequences in the distance from x̃, so they are computed
+// with four exps instead of B: the ratio between neighbours is q = exp(−w/b)
+// going away from x̃ and 1/q going towards it.
+func (f *noisyFeature) laplaceProposal(x float64, cdf []float64) float64 {
+	b := f.bins
+	w := f.centre[1] - f.centre[0]
+	// j: the last centre ≤ x (−1 if none).
+	j := int(math.Floor((x - f.centre[0]) / w))
+	j = min(max(j, -1), b-1)
+	q := math.Exp(-w * f.invScale)
+	// lik holds exp(−|x − centre_k|/b + dmin/b), dmin the smallest distance.
+	var dmin float64
+	switch {
+	case j < 0:
+		dmin = f.centre[0] - x
+	case j == b-1:
+		dmin = x - f.centre[b-1]
+	default:
+		dmin = min(x-f.centre[j], f.centre[j+1]-x)
+	}
+	// Left of x (k ≤ j): the likelihood falls by q per bin going left.
+	if j >= 0 {
+		l := math.Exp(-(x - f.centre[j] - dmin) * f.invScale)
+		for k := j; k >= 0; k-- {
+			cdf[k] = l
+			l *= q
+		}
+	}
+	if j+1 < b {
+		l := math.Exp(-(f.centre[j+1] - x - dmin) * f.invScale)
+		for k := j + 1; k < b; k++ {
+			cdf[k] = l
+			l *= q
+		}
+	}
+	acc := 0.0
+	for k := range b {
+		acc += f.prior[k] * cdf[k]
+		cdf[k] = acc
+	}
+	return acc
+}
+
+// softmaxInPlace replaces the logits lg by their softmax and returns
+// log softmax(lg)_c.
+func softmaxInPlace(lg []float64, c int) float64 {
+	m := math.Inf(-1)
+	for _, v := range lg {
+		m = max(m, v)
+	}
+	lc := lg[c]
+	return lc - m - math.Log(softmaxShifted(lg, m))
+}
+
+// softmaxShifted replaces lg by its softmax, given its maximum m, and returns
+// Σ exp(lg − m).
+func softmaxShifted(lg []float64, m float64) float64 {
+	s := 0.0
+	for i, v := range lg {
+		e := math.Exp(v - m)
+		lg[i] = e
+		s += e
+	}
+	inv := 1 / s
+	for i := range lg {
+		lg[i] *= inv
+	}
+	return s
 }
 
 // sampleRR draws a bin from the randomised-response proposal of an rr
