@@ -8,6 +8,31 @@
 // Versioning: this file is protocol version 1 (ldpv1.ProtocolVersion). The same
 // number is the go-plugin handshake ProtocolVersion and is reported in
 // Description.protocol_version. Incompatible changes get a new package (ldp.v2).
+// Compatible additions are announced in Description.capabilities: a host uses
+// an addition only with a plugin that reports it, and a plugin that does not
+// know a field or RPC simply never sees it.
+//
+// Bulk transfer through shared memory (CAPABILITY_SHARED_MEMORY). gRPC (with
+// go-plugin's mutual TLS) stays the control channel; the matrices of Encode and
+// Decode go through memory regions that the host creates and the plugin maps:
+//
+//  1. The host creates a region (on Linux a memfd, sized once, sealed against
+//     shrinking and growing, its pages allocated up front) and calls
+//     AttachSharedMemory with a path the plugin opens read-write and maps
+//     whole (/proc/<host pid>/fd/<fd>). The plugin closes the file once mapped.
+//  2. For each call, the host writes the input rows into the region and calls
+//     EncodeShared or DecodeShared, naming the input matrix and where the
+//     result goes (output_offset, output_capacity: disjoint from the input).
+//  3. The plugin reads the rows in place, writes the result at output_offset
+//     and answers where it wrote it. The host checks every field of the
+//     answer against its request, then copies the result out of the region
+//     into its own memory before looking at a single value: a plugin can keep
+//     writing into the region after it answers, so nothing is read twice.
+//  4. A region is used by one call at a time. After a call that fails the host
+//     drops the region (DetachSharedMemory) instead of reusing it.
+//
+// A host that cannot create regions, or whose AttachSharedMemory is refused,
+// uses Encode and Decode instead, as with a plugin without the capability.
 //
 // Regenerate with `go generate ./plugins/proto/ldpv1` (see generate.go).
 
@@ -33,6 +58,54 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// Optional parts of the protocol (see the top of this file).
+type Capability int32
+
+const (
+	Capability_CAPABILITY_UNSPECIFIED Capability = 0
+	// AttachSharedMemory, DetachSharedMemory, EncodeShared and DecodeShared.
+	Capability_CAPABILITY_SHARED_MEMORY Capability = 1
+)
+
+// Enum value maps for Capability.
+var (
+	Capability_name = map[int32]string{
+		0: "CAPABILITY_UNSPECIFIED",
+		1: "CAPABILITY_SHARED_MEMORY",
+	}
+	Capability_value = map[string]int32{
+		"CAPABILITY_UNSPECIFIED":   0,
+		"CAPABILITY_SHARED_MEMORY": 1,
+	}
+)
+
+func (x Capability) Enum() *Capability {
+	p := new(Capability)
+	*p = x
+	return p
+}
+
+func (x Capability) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Capability) Descriptor() protoreflect.EnumDescriptor {
+	return file_encoder_proto_enumTypes[0].Descriptor()
+}
+
+func (Capability) Type() protoreflect.EnumType {
+	return &file_encoder_proto_enumTypes[0]
+}
+
+func (x Capability) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Capability.Descriptor instead.
+func (Capability) EnumDescriptor() ([]byte, []int) {
+	return file_encoder_proto_rawDescGZIP(), []int{0}
+}
 
 // A dense row-major float32 matrix. values holds rows*cols IEEE 754 binary32
 // numbers, 4 bytes each, little-endian, row after row: bytes [4k, 4k+4) are
@@ -249,9 +322,12 @@ type Description struct {
 	//
 	//	*Description_L1Ball
 	//	*Description_Box
-	OutputSet     isDescription_OutputSet `protobuf_oneof:"output_set"`
-	HasDecoder    bool                    `protobuf:"varint,8,opt,name=has_decoder,json=hasDecoder,proto3" json:"has_decoder,omitempty"` // Decode is implemented (latent -> input space)
-	CanFit        bool                    `protobuf:"varint,9,opt,name=can_fit,json=canFit,proto3" json:"can_fit,omitempty"`             // Fit is implemented
+	OutputSet  isDescription_OutputSet `protobuf_oneof:"output_set"`
+	HasDecoder bool                    `protobuf:"varint,8,opt,name=has_decoder,json=hasDecoder,proto3" json:"has_decoder,omitempty"` // Decode is implemented (latent -> input space)
+	CanFit     bool                    `protobuf:"varint,9,opt,name=can_fit,json=canFit,proto3" json:"can_fit,omitempty"`             // Fit is implemented
+	// Optional parts of the protocol the plugin implements. Not part of what the
+	// encoder computes: a host compares descriptions without them.
+	Capabilities  []Capability `protobuf:"varint,10,rep,packed,name=capabilities,proto3,enum=ldp.v1.Capability" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -358,6 +434,13 @@ func (x *Description) GetCanFit() bool {
 		return x.CanFit
 	}
 	return false
+}
+
+func (x *Description) GetCapabilities() []Capability {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
 }
 
 type isDescription_OutputSet interface {
@@ -812,6 +895,375 @@ func (*LoadResponse) Descriptor() ([]byte, []int) {
 	return file_encoder_proto_rawDescGZIP(), []int{13}
 }
 
+// Map a region of shared memory. region is the host's id for it, unique for
+// the connection; the plugin opens path read-write, checks that the file holds
+// at least size bytes, maps size bytes of it (shared) and closes the file.
+type AttachRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        uint64                 `protobuf:"varint,1,opt,name=region,proto3" json:"region,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachRequest) Reset() {
+	*x = AttachRequest{}
+	mi := &file_encoder_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachRequest) ProtoMessage() {}
+
+func (x *AttachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_encoder_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
+func (*AttachRequest) Descriptor() ([]byte, []int) {
+	return file_encoder_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AttachRequest) GetRegion() uint64 {
+	if x != nil {
+		return x.Region
+	}
+	return 0
+}
+
+func (x *AttachRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *AttachRequest) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+type AttachResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachResponse) Reset() {
+	*x = AttachResponse{}
+	mi := &file_encoder_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachResponse) ProtoMessage() {}
+
+func (x *AttachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_encoder_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
+func (*AttachResponse) Descriptor() ([]byte, []int) {
+	return file_encoder_proto_rawDescGZIP(), []int{15}
+}
+
+// Unmap a region once no call uses it.
+type DetachRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        uint64                 `protobuf:"varint,1,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetachRequest) Reset() {
+	*x = DetachRequest{}
+	mi := &file_encoder_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachRequest) ProtoMessage() {}
+
+func (x *DetachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_encoder_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachRequest.ProtoReflect.Descriptor instead.
+func (*DetachRequest) Descriptor() ([]byte, []int) {
+	return file_encoder_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DetachRequest) GetRegion() uint64 {
+	if x != nil {
+		return x.Region
+	}
+	return 0
+}
+
+type DetachResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetachResponse) Reset() {
+	*x = DetachResponse{}
+	mi := &file_encoder_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachResponse) ProtoMessage() {}
+
+func (x *DetachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_encoder_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachResponse.ProtoReflect.Descriptor instead.
+func (*DetachResponse) Descriptor() ([]byte, []int) {
+	return file_encoder_proto_rawDescGZIP(), []int{17}
+}
+
+// A matrix in a region: rows*cols little-endian float32 values (the encoding
+// of Matrix.values), from byte offset (a multiple of 4) to offset + length,
+// where length == 4*rows*cols.
+type SharedMatrix struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        uint64                 `protobuf:"varint,1,opt,name=region,proto3" json:"region,omitempty"`
+	Offset        uint64                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Rows          uint32                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          uint32                 `protobuf:"varint,4,opt,name=cols,proto3" json:"cols,omitempty"`
+	Length        uint64                 `protobuf:"varint,5,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedMatrix) Reset() {
+	*x = SharedMatrix{}
+	mi := &file_encoder_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedMatrix) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedMatrix) ProtoMessage() {}
+
+func (x *SharedMatrix) ProtoReflect() protoreflect.Message {
+	mi := &file_encoder_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedMatrix.ProtoReflect.Descriptor instead.
+func (*SharedMatrix) Descriptor() ([]byte, []int) {
+	return file_encoder_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SharedMatrix) GetRegion() uint64 {
+	if x != nil {
+		return x.Region
+	}
+	return 0
+}
+
+func (x *SharedMatrix) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *SharedMatrix) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *SharedMatrix) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *SharedMatrix) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+// EncodeShared: input is rows x input_dim; DecodeShared: rows x output_dim.
+// The result goes to [output_offset, output_offset + output_capacity) of the
+// same region, which does not overlap the input.
+type SharedRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Input          *SharedMatrix          `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
+	OutputOffset   uint64                 `protobuf:"varint,2,opt,name=output_offset,json=outputOffset,proto3" json:"output_offset,omitempty"`
+	OutputCapacity uint64                 `protobuf:"varint,3,opt,name=output_capacity,json=outputCapacity,proto3" json:"output_capacity,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SharedRequest) Reset() {
+	*x = SharedRequest{}
+	mi := &file_encoder_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedRequest) ProtoMessage() {}
+
+func (x *SharedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_encoder_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedRequest.ProtoReflect.Descriptor instead.
+func (*SharedRequest) Descriptor() ([]byte, []int) {
+	return file_encoder_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SharedRequest) GetInput() *SharedMatrix {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *SharedRequest) GetOutputOffset() uint64 {
+	if x != nil {
+		return x.OutputOffset
+	}
+	return 0
+}
+
+func (x *SharedRequest) GetOutputCapacity() uint64 {
+	if x != nil {
+		return x.OutputCapacity
+	}
+	return 0
+}
+
+// Where the result was written: the request's region and output_offset, as
+// many rows as the input and output_dim (EncodeShared) or input_dim
+// (DecodeShared) columns.
+type SharedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Output        *SharedMatrix          `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedResponse) Reset() {
+	*x = SharedResponse{}
+	mi := &file_encoder_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedResponse) ProtoMessage() {}
+
+func (x *SharedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_encoder_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedResponse.ProtoReflect.Descriptor instead.
+func (*SharedResponse) Descriptor() ([]byte, []int) {
+	return file_encoder_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SharedResponse) GetOutput() *SharedMatrix {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
 var File_encoder_proto protoreflect.FileDescriptor
 
 const file_encoder_proto_rawDesc = "" +
@@ -826,7 +1278,7 @@ const file_encoder_proto_rawDesc = "" +
 	"\x03Box\x12\x0e\n" +
 	"\x02lo\x18\x01 \x03(\x01R\x02lo\x12\x0e\n" +
 	"\x02hi\x18\x02 \x03(\x01R\x02hi\"\x11\n" +
-	"\x0fDescribeRequest\"\xb6\x02\n" +
+	"\x0fDescribeRequest\"\xee\x02\n" +
 	"\vDescription\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
@@ -838,7 +1290,9 @@ const file_encoder_proto_rawDesc = "" +
 	"\x03box\x18\a \x01(\v2\v.ldp.v1.BoxH\x00R\x03box\x12\x1f\n" +
 	"\vhas_decoder\x18\b \x01(\bR\n" +
 	"hasDecoder\x12\x17\n" +
-	"\acan_fit\x18\t \x01(\bR\x06canFitB\f\n" +
+	"\acan_fit\x18\t \x01(\bR\x06canFit\x126\n" +
+	"\fcapabilities\x18\n" +
+	" \x03(\x0e2\x12.ldp.v1.CapabilityR\fcapabilitiesB\f\n" +
 	"\n" +
 	"output_set\"3\n" +
 	"\rEncodeRequest\x12\"\n" +
@@ -862,13 +1316,41 @@ const file_encoder_proto_rawDesc = "" +
 	"\bartifact\x18\x01 \x01(\fR\bartifact\")\n" +
 	"\vLoadRequest\x12\x1a\n" +
 	"\bartifact\x18\x01 \x01(\fR\bartifact\"\x0e\n" +
-	"\fLoadResponse2\x9a\x02\n" +
+	"\fLoadResponse\"O\n" +
+	"\rAttachRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\x04R\x06region\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\"\x10\n" +
+	"\x0eAttachResponse\"'\n" +
+	"\rDetachRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\x04R\x06region\"\x10\n" +
+	"\x0eDetachResponse\"~\n" +
+	"\fSharedMatrix\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\x04R\x06region\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x04 \x01(\rR\x04cols\x12\x16\n" +
+	"\x06length\x18\x05 \x01(\x04R\x06length\"\x89\x01\n" +
+	"\rSharedRequest\x12*\n" +
+	"\x05input\x18\x01 \x01(\v2\x14.ldp.v1.SharedMatrixR\x05input\x12#\n" +
+	"\routput_offset\x18\x02 \x01(\x04R\foutputOffset\x12'\n" +
+	"\x0foutput_capacity\x18\x03 \x01(\x04R\x0eoutputCapacity\">\n" +
+	"\x0eSharedResponse\x12,\n" +
+	"\x06output\x18\x01 \x01(\v2\x14.ldp.v1.SharedMatrixR\x06output*F\n" +
+	"\n" +
+	"Capability\x12\x1a\n" +
+	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18CAPABILITY_SHARED_MEMORY\x10\x012\xa2\x04\n" +
 	"\aEncoder\x128\n" +
 	"\bDescribe\x12\x17.ldp.v1.DescribeRequest\x1a\x13.ldp.v1.Description\x127\n" +
 	"\x06Encode\x12\x15.ldp.v1.EncodeRequest\x1a\x16.ldp.v1.EncodeResponse\x127\n" +
 	"\x06Decode\x12\x15.ldp.v1.DecodeRequest\x1a\x16.ldp.v1.DecodeResponse\x120\n" +
 	"\x03Fit\x12\x12.ldp.v1.FitRequest\x1a\x13.ldp.v1.FitResponse(\x01\x121\n" +
-	"\x04Load\x12\x13.ldp.v1.LoadRequest\x1a\x14.ldp.v1.LoadResponseB4Z2github.com/ldpsql/ldpsql/plugins/proto/ldpv1;ldpv1b\x06proto3"
+	"\x04Load\x12\x13.ldp.v1.LoadRequest\x1a\x14.ldp.v1.LoadResponse\x12C\n" +
+	"\x12AttachSharedMemory\x12\x15.ldp.v1.AttachRequest\x1a\x16.ldp.v1.AttachResponse\x12C\n" +
+	"\x12DetachSharedMemory\x12\x15.ldp.v1.DetachRequest\x1a\x16.ldp.v1.DetachResponse\x12=\n" +
+	"\fEncodeShared\x12\x15.ldp.v1.SharedRequest\x1a\x16.ldp.v1.SharedResponse\x12=\n" +
+	"\fDecodeShared\x12\x15.ldp.v1.SharedRequest\x1a\x16.ldp.v1.SharedResponseB4Z2github.com/ldpsql/ldpsql/plugins/proto/ldpv1;ldpv1b\x06proto3"
 
 var (
 	file_encoder_proto_rawDescOnce sync.Once
@@ -882,47 +1364,67 @@ func file_encoder_proto_rawDescGZIP() []byte {
 	return file_encoder_proto_rawDescData
 }
 
-var file_encoder_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_encoder_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_encoder_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_encoder_proto_goTypes = []any{
-	(*Matrix)(nil),          // 0: ldp.v1.Matrix
-	(*L1Ball)(nil),          // 1: ldp.v1.L1Ball
-	(*Box)(nil),             // 2: ldp.v1.Box
-	(*DescribeRequest)(nil), // 3: ldp.v1.DescribeRequest
-	(*Description)(nil),     // 4: ldp.v1.Description
-	(*EncodeRequest)(nil),   // 5: ldp.v1.EncodeRequest
-	(*EncodeResponse)(nil),  // 6: ldp.v1.EncodeResponse
-	(*DecodeRequest)(nil),   // 7: ldp.v1.DecodeRequest
-	(*DecodeResponse)(nil),  // 8: ldp.v1.DecodeResponse
-	(*FitParams)(nil),       // 9: ldp.v1.FitParams
-	(*FitRequest)(nil),      // 10: ldp.v1.FitRequest
-	(*FitResponse)(nil),     // 11: ldp.v1.FitResponse
-	(*LoadRequest)(nil),     // 12: ldp.v1.LoadRequest
-	(*LoadResponse)(nil),    // 13: ldp.v1.LoadResponse
+	(Capability)(0),         // 0: ldp.v1.Capability
+	(*Matrix)(nil),          // 1: ldp.v1.Matrix
+	(*L1Ball)(nil),          // 2: ldp.v1.L1Ball
+	(*Box)(nil),             // 3: ldp.v1.Box
+	(*DescribeRequest)(nil), // 4: ldp.v1.DescribeRequest
+	(*Description)(nil),     // 5: ldp.v1.Description
+	(*EncodeRequest)(nil),   // 6: ldp.v1.EncodeRequest
+	(*EncodeResponse)(nil),  // 7: ldp.v1.EncodeResponse
+	(*DecodeRequest)(nil),   // 8: ldp.v1.DecodeRequest
+	(*DecodeResponse)(nil),  // 9: ldp.v1.DecodeResponse
+	(*FitParams)(nil),       // 10: ldp.v1.FitParams
+	(*FitRequest)(nil),      // 11: ldp.v1.FitRequest
+	(*FitResponse)(nil),     // 12: ldp.v1.FitResponse
+	(*LoadRequest)(nil),     // 13: ldp.v1.LoadRequest
+	(*LoadResponse)(nil),    // 14: ldp.v1.LoadResponse
+	(*AttachRequest)(nil),   // 15: ldp.v1.AttachRequest
+	(*AttachResponse)(nil),  // 16: ldp.v1.AttachResponse
+	(*DetachRequest)(nil),   // 17: ldp.v1.DetachRequest
+	(*DetachResponse)(nil),  // 18: ldp.v1.DetachResponse
+	(*SharedMatrix)(nil),    // 19: ldp.v1.SharedMatrix
+	(*SharedRequest)(nil),   // 20: ldp.v1.SharedRequest
+	(*SharedResponse)(nil),  // 21: ldp.v1.SharedResponse
 }
 var file_encoder_proto_depIdxs = []int32{
-	1,  // 0: ldp.v1.Description.l1_ball:type_name -> ldp.v1.L1Ball
-	2,  // 1: ldp.v1.Description.box:type_name -> ldp.v1.Box
-	0,  // 2: ldp.v1.EncodeRequest.rows:type_name -> ldp.v1.Matrix
-	0,  // 3: ldp.v1.EncodeResponse.rows:type_name -> ldp.v1.Matrix
-	0,  // 4: ldp.v1.DecodeRequest.latents:type_name -> ldp.v1.Matrix
-	0,  // 5: ldp.v1.DecodeResponse.rows:type_name -> ldp.v1.Matrix
-	9,  // 6: ldp.v1.FitRequest.params:type_name -> ldp.v1.FitParams
-	0,  // 7: ldp.v1.FitRequest.batch:type_name -> ldp.v1.Matrix
-	3,  // 8: ldp.v1.Encoder.Describe:input_type -> ldp.v1.DescribeRequest
-	5,  // 9: ldp.v1.Encoder.Encode:input_type -> ldp.v1.EncodeRequest
-	7,  // 10: ldp.v1.Encoder.Decode:input_type -> ldp.v1.DecodeRequest
-	10, // 11: ldp.v1.Encoder.Fit:input_type -> ldp.v1.FitRequest
-	12, // 12: ldp.v1.Encoder.Load:input_type -> ldp.v1.LoadRequest
-	4,  // 13: ldp.v1.Encoder.Describe:output_type -> ldp.v1.Description
-	6,  // 14: ldp.v1.Encoder.Encode:output_type -> ldp.v1.EncodeResponse
-	8,  // 15: ldp.v1.Encoder.Decode:output_type -> ldp.v1.DecodeResponse
-	11, // 16: ldp.v1.Encoder.Fit:output_type -> ldp.v1.FitResponse
-	13, // 17: ldp.v1.Encoder.Load:output_type -> ldp.v1.LoadResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	2,  // 0: ldp.v1.Description.l1_ball:type_name -> ldp.v1.L1Ball
+	3,  // 1: ldp.v1.Description.box:type_name -> ldp.v1.Box
+	0,  // 2: ldp.v1.Description.capabilities:type_name -> ldp.v1.Capability
+	1,  // 3: ldp.v1.EncodeRequest.rows:type_name -> ldp.v1.Matrix
+	1,  // 4: ldp.v1.EncodeResponse.rows:type_name -> ldp.v1.Matrix
+	1,  // 5: ldp.v1.DecodeRequest.latents:type_name -> ldp.v1.Matrix
+	1,  // 6: ldp.v1.DecodeResponse.rows:type_name -> ldp.v1.Matrix
+	10, // 7: ldp.v1.FitRequest.params:type_name -> ldp.v1.FitParams
+	1,  // 8: ldp.v1.FitRequest.batch:type_name -> ldp.v1.Matrix
+	19, // 9: ldp.v1.SharedRequest.input:type_name -> ldp.v1.SharedMatrix
+	19, // 10: ldp.v1.SharedResponse.output:type_name -> ldp.v1.SharedMatrix
+	4,  // 11: ldp.v1.Encoder.Describe:input_type -> ldp.v1.DescribeRequest
+	6,  // 12: ldp.v1.Encoder.Encode:input_type -> ldp.v1.EncodeRequest
+	8,  // 13: ldp.v1.Encoder.Decode:input_type -> ldp.v1.DecodeRequest
+	11, // 14: ldp.v1.Encoder.Fit:input_type -> ldp.v1.FitRequest
+	13, // 15: ldp.v1.Encoder.Load:input_type -> ldp.v1.LoadRequest
+	15, // 16: ldp.v1.Encoder.AttachSharedMemory:input_type -> ldp.v1.AttachRequest
+	17, // 17: ldp.v1.Encoder.DetachSharedMemory:input_type -> ldp.v1.DetachRequest
+	20, // 18: ldp.v1.Encoder.EncodeShared:input_type -> ldp.v1.SharedRequest
+	20, // 19: ldp.v1.Encoder.DecodeShared:input_type -> ldp.v1.SharedRequest
+	5,  // 20: ldp.v1.Encoder.Describe:output_type -> ldp.v1.Description
+	7,  // 21: ldp.v1.Encoder.Encode:output_type -> ldp.v1.EncodeResponse
+	9,  // 22: ldp.v1.Encoder.Decode:output_type -> ldp.v1.DecodeResponse
+	12, // 23: ldp.v1.Encoder.Fit:output_type -> ldp.v1.FitResponse
+	14, // 24: ldp.v1.Encoder.Load:output_type -> ldp.v1.LoadResponse
+	16, // 25: ldp.v1.Encoder.AttachSharedMemory:output_type -> ldp.v1.AttachResponse
+	18, // 26: ldp.v1.Encoder.DetachSharedMemory:output_type -> ldp.v1.DetachResponse
+	21, // 27: ldp.v1.Encoder.EncodeShared:output_type -> ldp.v1.SharedResponse
+	21, // 28: ldp.v1.Encoder.DecodeShared:output_type -> ldp.v1.SharedResponse
+	20, // [20:29] is the sub-list for method output_type
+	11, // [11:20] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_encoder_proto_init() }
@@ -943,13 +1445,14 @@ func file_encoder_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_encoder_proto_rawDesc), len(file_encoder_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   14,
+			NumEnums:      1,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_encoder_proto_goTypes,
 		DependencyIndexes: file_encoder_proto_depIdxs,
+		EnumInfos:         file_encoder_proto_enumTypes,
 		MessageInfos:      file_encoder_proto_msgTypes,
 	}.Build()
 	File_encoder_proto = out.File

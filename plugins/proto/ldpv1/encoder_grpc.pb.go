@@ -8,6 +8,31 @@
 // Versioning: this file is protocol version 1 (ldpv1.ProtocolVersion). The same
 // number is the go-plugin handshake ProtocolVersion and is reported in
 // Description.protocol_version. Incompatible changes get a new package (ldp.v2).
+// Compatible additions are announced in Description.capabilities: a host uses
+// an addition only with a plugin that reports it, and a plugin that does not
+// know a field or RPC simply never sees it.
+//
+// Bulk transfer through shared memory (CAPABILITY_SHARED_MEMORY). gRPC (with
+// go-plugin's mutual TLS) stays the control channel; the matrices of Encode and
+// Decode go through memory regions that the host creates and the plugin maps:
+//
+//  1. The host creates a region (on Linux a memfd, sized once, sealed against
+//     shrinking and growing, its pages allocated up front) and calls
+//     AttachSharedMemory with a path the plugin opens read-write and maps
+//     whole (/proc/<host pid>/fd/<fd>). The plugin closes the file once mapped.
+//  2. For each call, the host writes the input rows into the region and calls
+//     EncodeShared or DecodeShared, naming the input matrix and where the
+//     result goes (output_offset, output_capacity: disjoint from the input).
+//  3. The plugin reads the rows in place, writes the result at output_offset
+//     and answers where it wrote it. The host checks every field of the
+//     answer against its request, then copies the result out of the region
+//     into its own memory before looking at a single value: a plugin can keep
+//     writing into the region after it answers, so nothing is read twice.
+//  4. A region is used by one call at a time. After a call that fails the host
+//     drops the region (DetachSharedMemory) instead of reusing it.
+//
+// A host that cannot create regions, or whose AttachSharedMemory is refused,
+// uses Encode and Decode instead, as with a plugin without the capability.
 //
 // Regenerate with `go generate ./plugins/proto/ldpv1` (see generate.go).
 
@@ -32,11 +57,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Encoder_Describe_FullMethodName = "/ldp.v1.Encoder/Describe"
-	Encoder_Encode_FullMethodName   = "/ldp.v1.Encoder/Encode"
-	Encoder_Decode_FullMethodName   = "/ldp.v1.Encoder/Decode"
-	Encoder_Fit_FullMethodName      = "/ldp.v1.Encoder/Fit"
-	Encoder_Load_FullMethodName     = "/ldp.v1.Encoder/Load"
+	Encoder_Describe_FullMethodName           = "/ldp.v1.Encoder/Describe"
+	Encoder_Encode_FullMethodName             = "/ldp.v1.Encoder/Encode"
+	Encoder_Decode_FullMethodName             = "/ldp.v1.Encoder/Decode"
+	Encoder_Fit_FullMethodName                = "/ldp.v1.Encoder/Fit"
+	Encoder_Load_FullMethodName               = "/ldp.v1.Encoder/Load"
+	Encoder_AttachSharedMemory_FullMethodName = "/ldp.v1.Encoder/AttachSharedMemory"
+	Encoder_DetachSharedMemory_FullMethodName = "/ldp.v1.Encoder/DetachSharedMemory"
+	Encoder_EncodeShared_FullMethodName       = "/ldp.v1.Encoder/EncodeShared"
+	Encoder_DecodeShared_FullMethodName       = "/ldp.v1.Encoder/DecodeShared"
 )
 
 // EncoderClient is the client API for Encoder service.
@@ -51,6 +80,12 @@ type EncoderClient interface {
 	Fit(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[FitRequest, FitResponse], error)
 	// Optional; otherwise UNIMPLEMENTED. After Load, Describe reflects the loaded model.
 	Load(ctx context.Context, in *LoadRequest, opts ...grpc.CallOption) (*LoadResponse, error)
+	// CAPABILITY_SHARED_MEMORY (otherwise UNIMPLEMENTED).
+	AttachSharedMemory(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (*AttachResponse, error)
+	DetachSharedMemory(ctx context.Context, in *DetachRequest, opts ...grpc.CallOption) (*DetachResponse, error)
+	// Encode and Decode with the matrices in a region.
+	EncodeShared(ctx context.Context, in *SharedRequest, opts ...grpc.CallOption) (*SharedResponse, error)
+	DecodeShared(ctx context.Context, in *SharedRequest, opts ...grpc.CallOption) (*SharedResponse, error)
 }
 
 type encoderClient struct {
@@ -114,6 +149,46 @@ func (c *encoderClient) Load(ctx context.Context, in *LoadRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *encoderClient) AttachSharedMemory(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (*AttachResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AttachResponse)
+	err := c.cc.Invoke(ctx, Encoder_AttachSharedMemory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *encoderClient) DetachSharedMemory(ctx context.Context, in *DetachRequest, opts ...grpc.CallOption) (*DetachResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DetachResponse)
+	err := c.cc.Invoke(ctx, Encoder_DetachSharedMemory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *encoderClient) EncodeShared(ctx context.Context, in *SharedRequest, opts ...grpc.CallOption) (*SharedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SharedResponse)
+	err := c.cc.Invoke(ctx, Encoder_EncodeShared_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *encoderClient) DecodeShared(ctx context.Context, in *SharedRequest, opts ...grpc.CallOption) (*SharedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SharedResponse)
+	err := c.cc.Invoke(ctx, Encoder_DecodeShared_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EncoderServer is the server API for Encoder service.
 // All implementations must embed UnimplementedEncoderServer
 // for forward compatibility.
@@ -126,6 +201,12 @@ type EncoderServer interface {
 	Fit(grpc.ClientStreamingServer[FitRequest, FitResponse]) error
 	// Optional; otherwise UNIMPLEMENTED. After Load, Describe reflects the loaded model.
 	Load(context.Context, *LoadRequest) (*LoadResponse, error)
+	// CAPABILITY_SHARED_MEMORY (otherwise UNIMPLEMENTED).
+	AttachSharedMemory(context.Context, *AttachRequest) (*AttachResponse, error)
+	DetachSharedMemory(context.Context, *DetachRequest) (*DetachResponse, error)
+	// Encode and Decode with the matrices in a region.
+	EncodeShared(context.Context, *SharedRequest) (*SharedResponse, error)
+	DecodeShared(context.Context, *SharedRequest) (*SharedResponse, error)
 	mustEmbedUnimplementedEncoderServer()
 }
 
@@ -150,6 +231,18 @@ func (UnimplementedEncoderServer) Fit(grpc.ClientStreamingServer[FitRequest, Fit
 }
 func (UnimplementedEncoderServer) Load(context.Context, *LoadRequest) (*LoadResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Load not implemented")
+}
+func (UnimplementedEncoderServer) AttachSharedMemory(context.Context, *AttachRequest) (*AttachResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AttachSharedMemory not implemented")
+}
+func (UnimplementedEncoderServer) DetachSharedMemory(context.Context, *DetachRequest) (*DetachResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DetachSharedMemory not implemented")
+}
+func (UnimplementedEncoderServer) EncodeShared(context.Context, *SharedRequest) (*SharedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EncodeShared not implemented")
+}
+func (UnimplementedEncoderServer) DecodeShared(context.Context, *SharedRequest) (*SharedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DecodeShared not implemented")
 }
 func (UnimplementedEncoderServer) mustEmbedUnimplementedEncoderServer() {}
 func (UnimplementedEncoderServer) testEmbeddedByValue()                 {}
@@ -251,6 +344,78 @@ func _Encoder_Load_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Encoder_AttachSharedMemory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AttachRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EncoderServer).AttachSharedMemory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Encoder_AttachSharedMemory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EncoderServer).AttachSharedMemory(ctx, req.(*AttachRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Encoder_DetachSharedMemory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DetachRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EncoderServer).DetachSharedMemory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Encoder_DetachSharedMemory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EncoderServer).DetachSharedMemory(ctx, req.(*DetachRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Encoder_EncodeShared_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SharedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EncoderServer).EncodeShared(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Encoder_EncodeShared_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EncoderServer).EncodeShared(ctx, req.(*SharedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Encoder_DecodeShared_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SharedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EncoderServer).DecodeShared(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Encoder_DecodeShared_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EncoderServer).DecodeShared(ctx, req.(*SharedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Encoder_ServiceDesc is the grpc.ServiceDesc for Encoder service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -273,6 +438,22 @@ var Encoder_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Load",
 			Handler:    _Encoder_Load_Handler,
+		},
+		{
+			MethodName: "AttachSharedMemory",
+			Handler:    _Encoder_AttachSharedMemory_Handler,
+		},
+		{
+			MethodName: "DetachSharedMemory",
+			Handler:    _Encoder_DetachSharedMemory_Handler,
+		},
+		{
+			MethodName: "EncodeShared",
+			Handler:    _Encoder_EncodeShared_Handler,
+		},
+		{
+			MethodName: "DecodeShared",
+			Handler:    _Encoder_DecodeShared_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
