@@ -27,6 +27,8 @@ type grpcServer struct {
 	impl Encoder
 	// mu serialises Load (writer) against the other methods (readers).
 	mu sync.RWMutex
+	// regions are the shared-memory regions the host attached (shared.go).
+	regions regionTable
 }
 
 // describe returns the completed description; the caller holds mu.
@@ -54,7 +56,9 @@ func (s *grpcServer) Describe(context.Context, *ldpv1.DescribeRequest) (*ldpv1.D
 	if err != nil {
 		return nil, err
 	}
-	return d.ToProto(), nil
+	pd := d.ToProto()
+	pd.Capabilities = capabilities()
+	return pd, nil
 }
 
 func (s *grpcServer) Encode(_ context.Context, req *ldpv1.EncodeRequest) (*ldpv1.EncodeResponse, error) {
