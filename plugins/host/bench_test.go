@@ -45,23 +45,30 @@ func benchSetup(b *testing.B) {
 }
 
 // BenchmarkPCAEncode encodes 60,000×784 rows with PCA (d = 8) in batches of
-// 4,096, through the plugin process and in-process.
+// 4,096, through the plugin process (matrices in shared memory, and over gRPC
+// as with plugins without the capability) and in-process.
 func BenchmarkPCAEncode(b *testing.B) {
 	benchSetup(b)
-	b.Run("plugin", func(b *testing.B) {
-		h := newHost(b)
-		p := get(b, h, specFor(b, "pca", "pca", benchArt))
-		ctx := context.Background()
-		b.ResetTimer()
-		for b.Loop() {
-			for lo := 0; lo < benchRows; lo += benchBatch {
-				if _, err := p.Encode(ctx, benchData[lo:min(lo+benchBatch, benchRows)]); err != nil {
-					b.Fatal(err)
+	for _, tc := range []struct {
+		name  string
+		noShm bool
+	}{{"plugin", false}, {"plugin_grpc", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			h := newHost(b)
+			h.noSharedMemory = tc.noShm // plugin_grpc: the matrices go in the gRPC messages
+			p := get(b, h, specFor(b, "pca", "pca", benchArt))
+			ctx := context.Background()
+			b.ResetTimer()
+			for b.Loop() {
+				for lo := 0; lo < benchRows; lo += benchBatch {
+					if _, err := p.Encode(ctx, benchData[lo:min(lo+benchBatch, benchRows)]); err != nil {
+						b.Fatal(err)
+					}
 				}
 			}
-		}
-		b.ReportMetric(float64(benchRows*b.N)/b.Elapsed().Seconds(), "rows/s")
-	})
+			b.ReportMetric(float64(benchRows*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
 	b.Run("inprocess", func(b *testing.B) {
 		for b.Loop() {
 			for lo := 0; lo < benchRows; lo += benchBatch {

@@ -27,6 +27,9 @@ var dialOptions = []grpc.DialOption{
 type pluginConn struct {
 	ldpv1.EncoderClient
 	conn grpc.ClientConnInterface
+	// shm holds the process's shared-memory regions; nil if the plugin does
+	// not offer the capability (every chunk then goes over gRPC).
+	shm *shmPool
 }
 
 // encode and decode send rows (each of cols values) as an EncodeRequest or

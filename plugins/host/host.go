@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/ldpsql/ldpsql/plugins/internal/shm"
 	"github.com/ldpsql/ldpsql/plugins/proto/ldpv1"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 )
@@ -32,6 +33,10 @@ type Host struct {
 	slots   map[string]*slot
 	live    map[*instance]struct{} // every process not yet stopped, current or not
 	started []int                  // pids of every process started, for tests
+
+	// noSharedMemory makes every Encode and Decode go over gRPC even with
+	// plugins that offer shared memory (tests and benchmarks set it).
+	noSharedMemory bool
 }
 
 // slot holds the current process for one name; its mutex serialises starts.
@@ -270,7 +275,10 @@ func (h *Host) start(ctx context.Context, spec Spec, key string) (*instance, err
 		return nil, fmt.Errorf("host: plugin %q: %w: it speaks protocol version %d, the host %d", name, ErrHandshake, desc.ProtocolVersion, sdk.ProtocolVersion)
 	}
 	inst.desc = desc
-	h.logger.Debug("plugin started", "name", name, "pid", inst.pid, "encoder", desc.Name, "version", desc.Version)
+	if shm.Supported && !h.noSharedMemory && hasSharedMemory(pd) {
+		enc.shm = newShmPool(enc.EncoderClient, name, logger)
+	}
+	h.logger.Debug("plugin started", "name", name, "pid", inst.pid, "encoder", desc.Name, "version", desc.Version, "shared_memory", enc.shm != nil)
 	return inst, nil
 }
 
@@ -353,6 +361,9 @@ func (i *instance) stop(hard bool) {
 		case <-time.After(killGrace):
 			i.kill()
 			<-done
+		}
+		if i.rpc != nil && i.rpc.shm != nil {
+			i.rpc.shm.close() // the process is gone: unmap its regions
 		}
 		i.h.mu.Lock()
 		delete(i.h.live, i)

@@ -509,9 +509,27 @@ func TestHangTimesOutKillsAndRestarts(t *testing.T) {
 }
 
 func TestLiarOutputsReturnedAsIsButShapesChecked(t *testing.T) {
+	// The liar offers shared memory unless its artifact says "off": every lie
+	// is told both ways.
+	for _, tc := range []struct {
+		transport string
+		artifact  []byte
+		bad       map[float32]string
+	}{
+		{"grpc", []byte(`{"radius": 1, "shm": "off"}`), map[float32]string{3: "1 rows of 2 values for 2 rows", 4: "2 rows of 3 values", 5: "needs 4 values (16 bytes), got 11 bytes"}},
+		{"shm", nil, map[float32]string{3: "1 rows of 2 values (8 bytes) at offset 64 of region", 4: "2 rows of 3 values", 5: "2×2 matrix of 15 bytes"}},
+	} {
+		t.Run(tc.transport, func(t *testing.T) { testLiar(t, tc.artifact, tc.transport == "shm", tc.bad) })
+	}
+}
+
+func testLiar(t *testing.T, artifact []byte, wantShm bool, bad map[float32]string) {
 	ctx := context.Background()
 	h := newHost(t)
-	p := get(t, h, specFor(t, "liar", "liar", nil))
+	p := get(t, h, specFor(t, "liar", "liar", artifact))
+	if got := p.sharedMemory(); got != wantShm {
+		t.Fatalf("shared memory in use: %v, want %v", got, wantShm)
+	}
 	d, err := p.Describe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -533,7 +551,7 @@ func TestLiarOutputsReturnedAsIsButShapesChecked(t *testing.T) {
 	if err != nil || z[0][0] != 1e30 || d.OutputSet.Contains(z[0]) {
 		t.Errorf("answer outside the ball: %v, %v (want it returned as is)", z, err)
 	}
-	for mode, want := range map[float32]string{3: "1 rows of 2 values for 2 rows", 4: "2 rows of 3 values", 5: "needs 4 values (16 bytes), got 11 bytes"} {
+	for mode, want := range bad {
 		if _, err := p.Encode(ctx, row(mode)); !errors.Is(err, ErrBadOutput) || !strings.Contains(err.Error(), want) {
 			t.Errorf("mode %v: %v, want ErrBadOutput (%s)", mode, err, want)
 		}
@@ -554,6 +572,9 @@ func TestLiarOutputsReturnedAsIsButShapesChecked(t *testing.T) {
 		t.Errorf("bad answers must not kill the process: %v", err)
 	}
 
+	if wantShm {
+		return
+	}
 	// Descriptions are checked too.
 	if _, err := h.Get(ctx, specFor(t, "liar2", "liar", []byte(`{"radius": -1, "protocol": 1}`))); !errors.Is(err, ErrBadOutput) || !strings.Contains(err.Error(), "radius") {
 		t.Errorf("negative radius: %v", err)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/ldpsql/ldpsql/plugins/internal/shm"
 	"github.com/ldpsql/ldpsql/plugins/internal/wirecodec"
 	"github.com/ldpsql/ldpsql/plugins/proto/ldpv1"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
@@ -82,13 +83,37 @@ func (p *Plugin) transform(ctx context.Context, op string, rows [][]float32, inC
 	errs := make([]error, nchunks)
 	do := func(c int) {
 		chunk := rows[c*step : min((c+1)*step, len(rows))]
-		var res *ldpv1.Matrix
+		var (
+			res    *ldpv1.Matrix // over gRPC
+			shared [][]float32   // through shared memory, copied out
+			viaShm bool
+			bad    error // a shared-memory answer that does not fit the request
+		)
 		err := p.call(ctx, op, p.spec.CallTimeout, func(ctx context.Context, c *pluginConn) (err error) {
+			if c.shm != nil {
+				need := shm.AlignUp(4*uint64(len(chunk))*uint64(inCols)) + 4*uint64(len(chunk))*uint64(outCols)
+				r, err := c.shm.get(ctx, need)
+				if err != nil {
+					return err
+				}
+				if r != nil {
+					viaShm = true
+					shared, bad, err = c.shm.shared(ctx, op == "Decode", r, chunk, inCols, outCols)
+					return err
+				}
+			}
 			res, err = rpc(c, ctx, chunk, inCols) // the codec packs chunk into the request
 			return err
 		})
-		if err != nil {
+		switch {
+		case err != nil:
 			errs[c] = err
+			return
+		case bad != nil:
+			errs[c] = fmt.Errorf("host: plugin %q: %s: %w: %v", p.spec.Name, op, ErrBadOutput, bad)
+			return
+		case viaShm:
+			results[c] = shared // shape checked against the request
 			return
 		}
 		got, err := res.RowViews()
