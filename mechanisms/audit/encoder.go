@@ -1,8 +1,10 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/ldpsql/ldpsql/mechanisms"
 )
@@ -59,32 +61,102 @@ const anchorTries = 8
 // declared output set the host records at registration).
 //
 // The pairs are chosen among the candidate inputs (at least two): each is
-// encoded and clipped (retried up to 8 times if refused), and the audit tries the two candidates whose
-// clipped encodings are farthest apart (ℓ1 distance in units of the set's
-// extent; for a linear encoder, inputs ±c·v with large c reach opposite
-// points of the set), with the partitions [Vector] would use between those
-// two points; and, if some candidates are refused (a NaN encoding, say) and
-// others are not, a refused candidate against a released one: a refusal
-// that depends on the input is an observable outcome and fails the audit.
+// encoded and clipped (retried up to 8 times if refused), and the audit
+// tries the two candidates whose clipped encodings are farthest apart (ℓ1
+// distance in units of the set's extent; for a linear encoder, inputs ±c·v
+// with large c reach opposite points of the set), with the partitions
+// [Vector] would use between those two points; and, if some candidates are
+// refused (a NaN encoding, say) and others are not, a refused candidate
+// against a released one: a refusal that depends on the input is an
+// observable outcome and fails the audit.
 func Encoded(enc Encoder, set mechanisms.OutputSet, r mechanisms.VectorRandomiser, inputs [][]float64) (Mechanism, error) {
-	if len(inputs) < 2 {
-		return Mechanism{}, fmt.Errorf("audit: Encoded needs at least two candidate inputs")
-	}
 	if set == nil || set.Dim() != r.Set().Dim() {
 		return Mechanism{}, fmt.Errorf("audit: the declared set and the randomiser's set differ in dimension")
 	}
-	clipped := make([][]float64, len(inputs))
-	var released, refused []int
+	anchors := make([][]float64, len(inputs))
 	for i, x := range inputs {
 		// An encoder may refuse at random: a candidate counts as refused
 		// only if every one of a few tries is.
 		for range anchorTries {
 			if c, err := hostClip(enc, set, x); err == nil {
-				clipped[i] = c
+				anchors[i] = c
 				break
 			}
 		}
-		if clipped[i] == nil {
+	}
+	return hostPlan(fmt.Sprintf("encoder → clip → %s on %s", r.Name(), describeSet(set)), HostRelease(enc, set, r), r, inputs, anchors)
+}
+
+// Released returns the audit plan for a host path whose encodings cannot be
+// seen, only its releases: release(x, src) makes one release of the
+// candidate input x (it may ignore src, e.g. an SQL query that calls
+// LDP_ENCODE, which draws its own noise), ending with a randomiser built
+// like r (whose ε, effective ε, set and name the plan uses). An error
+// wrapping ErrRefused is a refusal.
+//
+// It proceeds as [Encoded], with each candidate's clipped encoding
+// estimated as the mean of pilot releases (the randomisers are unbiased),
+// clipped into r's set; a candidate all of whose pilot releases are refused
+// counts as refused. The pilot releases are not used by the audit itself.
+// It returns an error if every candidate is refused.
+func Released(name string, release func(x []float64, src mechanisms.Source) ([]float64, error), r mechanisms.VectorRandomiser, inputs [][]float64, pilot int, src mechanisms.Source) (Mechanism, error) {
+	if pilot < 1 {
+		return Mechanism{}, fmt.Errorf("audit: Released needs at least one pilot release per candidate")
+	}
+	if src == nil {
+		src = mechanisms.CryptoSource()
+	}
+	set := r.Set()
+	anchors := make([][]float64, len(inputs))
+	var lastErr error
+	for i, x := range inputs {
+		sum := make([]float64, set.Dim())
+		n := 0
+		for range pilot {
+			y, err := release(x, src)
+			if errors.Is(err, ErrRefused) {
+				lastErr = err
+				continue
+			}
+			if err != nil {
+				return Mechanism{}, fmt.Errorf("audit: %s: %w", name, err)
+			}
+			if len(y) != len(sum) {
+				return Mechanism{}, fmt.Errorf("audit: %s: a release of %d values, the set has dimension %d", name, len(y), len(sum))
+			}
+			for j, v := range y {
+				sum[j] += v
+			}
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		for j := range sum {
+			sum[j] /= float64(n)
+		}
+		c, err := set.Clip(sum)
+		if err != nil {
+			return Mechanism{}, fmt.Errorf("audit: %s: the mean release of candidate %d: %w", name, i, err)
+		}
+		anchors[i] = c
+	}
+	if !slices.ContainsFunc(anchors, func(a []float64) bool { return a != nil }) {
+		return Mechanism{}, fmt.Errorf("audit: %s: every candidate input was refused, e.g. %w", name, lastErr)
+	}
+	return hostPlan(name, release, r, inputs, anchors)
+}
+
+// hostPlan builds the plan of [Encoded] and [Released] from the candidates
+// and their clipped encodings (nil: refused).
+func hostPlan(name string, release func([]float64, mechanisms.Source) ([]float64, error), r mechanisms.VectorRandomiser, inputs, anchors [][]float64) (Mechanism, error) {
+	if len(inputs) < 2 {
+		return Mechanism{}, fmt.Errorf("audit: the host path needs at least two candidate inputs")
+	}
+	set := r.Set()
+	var released, refused []int
+	for i, a := range anchors {
+		if a == nil {
 			refused = append(refused, i)
 		} else {
 			released = append(released, i)
@@ -95,14 +167,14 @@ func Encoded(enc Encoder, set mechanisms.OutputSet, r mechanisms.VectorRandomise
 	bi, bj, bd := -1, -1, 0.0
 	for a, i := range released {
 		for _, j := range released[a+1:] {
-			if d := distance(set, clipped[i], clipped[j]); d > bd {
+			if d := distance(set, anchors[i], anchors[j]); d > bd {
 				bi, bj, bd = i, j, d
 			}
 		}
 	}
 	var ax, ay []float64
 	if bi >= 0 {
-		ax, ay = clipped[bi], clipped[bj]
+		ax, ay = anchors[bi], anchors[bj]
 	} else {
 		v, err := Vector(r)
 		if err != nil {
@@ -126,10 +198,10 @@ func Encoded(enc Encoder, set mechanisms.OutputSet, r mechanisms.VectorRandomise
 		pairs = append(pairs, Pair{Name: "inputs 0 vs 1", X: inputs[0], Y: inputs[1], Partitions: parts})
 	}
 	return Mechanism{
-		Name:      fmt.Sprintf("encoder → clip → %s on %s", r.Name(), describeSet(set)),
+		Name:      name,
 		Claimed:   r.Epsilon(),
 		Effective: r.EffectiveEpsilon(),
-		Release:   HostRelease(enc, set, r),
+		Release:   release,
 		Pairs:     pairs,
 	}, nil
 }

@@ -130,3 +130,32 @@ func TestHostRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditReleased: the plan for a host path seen only through its
+// releases (LDP_ENCODE in SQL, say) estimates the clipped encodings from
+// pilot releases and then audits like Encoded: the hostile encoder passes
+// with a point estimate near ε, an input-dependent refusal fails, and a path
+// that refuses every candidate is an error.
+func TestAuditReleased(t *testing.T) {
+	const n = 300_000
+	ball := mechanisms.L1Ball{D: 4, Radius: 1}
+	r := must(mechanisms.NewRandomiser(mechanisms.RandomiserLaplace, ball, 1))
+	src := mechanisms.NewSeededSource(630)
+	m := must(Released("hidden host path", HostRelease(hugeEncoder, ball, r), r, candidates, 2000, src))
+	wantPass(t, audit(t, m, n, 631), 0.08)
+
+	nanAt0 := func(x []float64) ([]float64, error) {
+		if x[0] > 0 {
+			return []float64{math.NaN(), 0, 0, 0}, nil
+		}
+		return hugeEncoder(x)
+	}
+	m = must(Released("hidden host path", HostRelease(nanAt0, ball, r), r, candidates, 100, src))
+	if res := audit(t, m, 50_000, 632); res.Pass {
+		t.Errorf("input-dependent refusal passed: %v", res)
+	}
+	nan := func([]float64) ([]float64, error) { return []float64{math.NaN(), 0, 0, 0}, nil }
+	if _, err := Released("hidden host path", HostRelease(nan, ball, r), r, candidates, 10, src); err == nil || !strings.Contains(err.Error(), "every candidate input was refused") {
+		t.Errorf("every candidate refused: err = %v", err)
+	}
+}
