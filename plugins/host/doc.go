@@ -32,6 +32,12 @@
 //
 // Encode, Decode and Fit split their rows into gRPC messages under 4 MiB, the
 // default limit of a gRPC server, so plugins written without the SDK work too.
+// With a plugin that announces the shared-memory capability (every plugin built
+// with the SDK, on Linux), the Encode and Decode chunks go through memory
+// regions shared with the process instead, gRPC carrying only their offsets and
+// lengths; the host checks those against its request and copies each result out
+// of the region before returning it, so nothing the plugin writes there later
+// can change a result (see plugins/README.md). Anything else falls back to gRPC.
 //
 // [Host.Close] stops every process and waits for it to exit.
 package host

@@ -19,7 +19,10 @@
 //
 // Run directly from a shell, the binary prints a notice that it is a plugin and
 // exits 1. The host starts it with a magic cookie in the environment and talks
-// to it over a Unix socket secured with one-time mutual TLS.
+// to it over a Unix socket secured with one-time mutual TLS. On Linux, Serve also
+// offers the host the shared-memory transport: the rows of Encode and Decode then
+// arrive as views of memory the host shares with the plugin instead of inside
+// gRPC messages; an encoder sees no difference.
 //
 // Concurrency: Describe, Encode, Decode and Fit may be called concurrently from
 // several goroutines; Serve serialises Load against all of them. Encode and
