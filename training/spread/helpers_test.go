@@ -1,6 +1,7 @@
 package spread
 
 import (
+	"crypto/sha256"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -350,3 +351,5 @@ func maximise(t *testing.T, f func([]float64) (float64, []float64), k, d int, in
 	(&trainer{k: k, d: d}).centre(th)
 	return th
 }
+
+func sha256Sum(b []byte) [32]byte { return sha256.Sum256(b) }
