@@ -74,6 +74,11 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	procs := &procedures{e: e, mechs: mechs, log: logf}
 	e.Provider.RegisterProcedure(procs.details()...)
 	e.Provider.RegisterProcedure(procs.trainingDetails()...)
+	cls := newClassifiers(procs)
+	e.Provider.RegisterFunction(
+		sql.FunctionN{Name: "train_noisy_classifier", Fn: cls.newTrain},
+		sql.FunctionN{Name: "predict", Fn: cls.newPredict},
+	)
 	dir, err := pluginDir(cfg.PluginDir)
 	if err != nil {
 		return nil, err

@@ -81,13 +81,14 @@ breast-cancer: TABLE (569 rows of 30 features, label 0 = malignant, 1 = benign),
 }
 
 // loadVectors (re)creates table(id INT PRIMARY KEY, features LONGBLOB, label INT) and fills it in one
-// statement.
+// statement; with labels nil the table has no label column.
 func loadVectors(e *engine.Engine, table string, feats [][]float32, labels []int) (int64, error) {
 	ctx := e.NewContext(context.Background())
-	for _, q := range []string{
-		"DROP TABLE IF EXISTS `" + table + "`",
-		"CREATE TABLE `" + table + "` (id INT PRIMARY KEY, features LONGBLOB NOT NULL, label INT NOT NULL)",
-	} {
+	create := "CREATE TABLE `" + table + "` (id INT PRIMARY KEY, features LONGBLOB NOT NULL, label INT NOT NULL)"
+	if labels == nil {
+		create = "CREATE TABLE `" + table + "` (id INT PRIMARY KEY, features LONGBLOB NOT NULL)"
+	}
+	for _, q := range []string{"DROP TABLE IF EXISTS `" + table + "`", create} {
 		if _, _, err := e.Query(ctx, q); err != nil {
 			return 0, err
 		}
@@ -100,7 +101,11 @@ func loadVectors(e *engine.Engine, table string, feats [][]float32, labels []int
 		end := min(pos+4096, len(feats))
 		rows := make([]sql.Row, 0, end-pos)
 		for i := pos; i < end; i++ {
-			rows = append(rows, sql.Row{int32(i + 1), udf.PackVector(feats[i]), int32(labels[i])})
+			if labels == nil {
+				rows = append(rows, sql.Row{int32(i + 1), udf.PackVector(feats[i])})
+			} else {
+				rows = append(rows, sql.Row{int32(i + 1), udf.PackVector(feats[i]), int32(labels[i])})
+			}
 		}
 		pos = end
 		return rows, nil

@@ -28,6 +28,8 @@ Commands:
   bench     measure INSERT, FLIP_LABEL and LDP_ENCODE throughput on this machine
   dataset   load a data set into tables (dataset load fashion-mnist | breast-cancer)
   train     train a mechanism's encoder (VLM) as a job, with a progress bar
+  audit     estimate a randomiser's privacy loss from samples and test it against its ε (audit krr --eps 1)
+  repro     reproduce an experiment end to end (repro data-collection --dataset fashion-mnist)
   version   print the version
 
 Examples:
@@ -63,8 +65,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = trainCmd(args[1:], stdout, stderr)
 	case "dataset":
 		err = datasetCmd(args[1:], stdout, stderr)
+	case "repro":
+		err = reproCmd(args[1:], stdout, stderr)
 	case "bench":
 		err = benchCmd(args[1:], stdout, stderr)
+	case "audit":
+		err = auditCmd(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "ldpsql %s\n", version)
 	case "help", "-h", "--help":

@@ -1,0 +1,207 @@
+package integration
+
+import (
+	"database/sql"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fillClusters creates table(id, f, y) with n rows of 8 features from K = 4 Gaussian clusters whose
+// means are (±3, ±3) on the first two features; the other six are small noise. seed picks the rows.
+func fillClusters(t testing.TB, db *sql.DB, table string, n int, seed int64, withLabel bool) {
+	t.Helper()
+	cols := "id INT PRIMARY KEY, f LONGBLOB"
+	if withLabel {
+		cols += ", y INT"
+	}
+	mustExec(t, db, "CREATE TABLE "+table+" ("+cols+")")
+	rng := rand.New(rand.NewSource(seed))
+	for start := 0; start < n; start += 500 {
+		var vals []string
+		for i := start; i < start+500 && i < n; i++ {
+			y := rng.Intn(4)
+			v := make([]float64, 8)
+			for j := range v {
+				v[j] = 0.2 * rng.NormFloat64()
+			}
+			v[0] += 3*float64(2*(y&1)-1) + rng.NormFloat64()
+			v[1] += 3*float64(2*(y>>1)-1) + rng.NormFloat64()
+			if withLabel {
+				vals = append(vals, fmt.Sprintf("(%d, LDP_VECTOR(%s), %d)", i, strings.Trim(jsonVector(v), "[]"), y))
+			} else {
+				vals = append(vals, fmt.Sprintf("(%d, LDP_VECTOR(%s))", i, strings.Trim(jsonVector(v), "[]")))
+			}
+		}
+		mustExec(t, db, "INSERT INTO "+table+" VALUES "+strings.Join(vals, ","))
+	}
+}
+
+func trainClassifier(t *testing.T, db *sql.DB, table, params string) jobRow {
+	t.Helper()
+	var id int64
+	if err := db.QueryRow("SELECT TRAIN_NOISY_CLASSIFIER(?, ?)", table, params).Scan(&id); err != nil {
+		t.Fatalf("TRAIN_NOISY_CLASSIFIER(%s, %s): %v", table, params, err)
+	}
+	return waitJob(t, db, id, 3*time.Minute)
+}
+
+func accuracyOf(t *testing.T, db *sql.DB, model, table string) float64 {
+	t.Helper()
+	var acc float64
+	q := fmt.Sprintf("SELECT AVG(CASE WHEN PREDICT('%s', f) = y THEN 1.0 ELSE 0.0 END) FROM %s", model, table)
+	if err := db.QueryRow(q).Scan(&acc); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return acc
+}
+
+// TestTrainNoisyClassifier trains classifiers on a privatised table through the MySQL protocol: the
+// noise parameters come from ldp_privatize's metadata, the job reports progress in ldp_jobs, the model
+// lands in ldp_models, and PREDICT classifies clean rows and releases. Four well-separated classes:
+// a classifier that models the noise classifies clean points far above chance (25%).
+func TestTrainNoisyClassifier(t *testing.T) {
+	srv := startServer(t, filepath.Join(t.TempDir(), "clf.duckdb"))
+	db := srv.connect("root", "")
+	fillClusters(t, db, "aux", 3000, 11, false)
+	fillClusters(t, db, "d2", 3000, 12, true)
+	fillClusters(t, db, "test", 1000, 13, true)
+	mustExec(t, db, `CALL ldp_fit_mechanism('pca2', 'pca', 'aux', 'f', '{"d": 2, "l": 6}')`)
+	mustExec(t, db, `CALL ldp_fit_mechanism('box8', 'identity', 'aux', 'f', '{}')`)
+	mustExec(t, db, "CALL ldp_privatize('d2', 'f', 'y', 'd2_pca', 8, 0.7, 'pca2', 'laplace', 4)")
+	mustExec(t, db, "CALL ldp_privatize('d2', 'f', 'y', 'd2_box', 8, 0.7, 'box8', 'laplace', 4)")
+
+	accs := map[string]float64{}
+	for _, c := range []struct {
+		table, params string
+		min           float64
+	}{
+		{"d2_pca", `{"model": "m_marginal", "aux_table": "aux", "epochs": 40, "seed": 3}`, 0.80},
+		{"d2_pca", `{"model": "m_forward", "objective": "forward", "epochs": 40, "seed": 3}`, 0.70},
+		{"d2_pca", `{"model": "m_em", "objective": "em", "iterations": 150, "samples": 4, "seed": 3}`, 0.60},
+		// Per-feature Laplace on the raw features (ε_x/8 each) drowns the signal: the paper's baseline.
+		{"d2_box", `{"model": "m_box", "objective": "forward", "epochs": 40, "seed": 3}`, 0},
+	} {
+		j := trainClassifier(t, db, c.table, c.params)
+		if j.state != "succeeded" {
+			t.Fatalf("%s: job %s: %s", c.params, j.state, j.errMsg)
+		}
+		if !j.epoch.Valid || j.epoch.Int64 < 1 {
+			t.Errorf("%s: ldp_jobs shows no progress (epoch %v)", c.params, j.epoch)
+		}
+		model := strings.Split(strings.Split(c.params, `"model": "`)[1], `"`)[0]
+		acc := accuracyOf(t, db, model, "test")
+		accs[model] = acc
+		t.Logf("%s on %s: clean test accuracy %.3f", model, c.table, acc)
+		if acc < c.min {
+			t.Errorf("%s: clean test accuracy %.3f, want ≥ %.2f", model, acc, c.min)
+		}
+	}
+
+	if accs["m_box"] > accs["m_marginal"]-0.3 {
+		t.Errorf("the raw-feature Laplace baseline (%.3f) is not far below the latent mechanism (%.3f)", accs["m_box"], accs["m_marginal"])
+	}
+
+	// The model row and what it recorded from the table's metadata.
+	var plugin, params string
+	var rows int64
+	if err := db.QueryRow("SELECT plugin, params, training_rows FROM ldpsql_catalog.ldp_models WHERE name = 'm_marginal'").Scan(&plugin, &params, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if plugin != "classifier" || rows != 2700 || !strings.Contains(params, `"eps_x": 5.6`) || !strings.Contains(params, `"K": 4`) {
+		t.Errorf("ldp_models row: plugin %q, %d training rows, params %s", plugin, rows, params)
+	}
+
+	// PREDICT on a release (output dimension) and on raw features (input dimension) of the same rows.
+	var onRelease, onRaw sql.NullInt64
+	if err := db.QueryRow("SELECT PREDICT('m_forward', f) FROM d2_pca WHERE id = 5").Scan(&onRelease); err != nil || !onRelease.Valid {
+		t.Fatalf("PREDICT on a release: %v %v", onRelease, err)
+	}
+	if err := db.QueryRow("SELECT PREDICT('m_forward', f) FROM d2 WHERE id = 5").Scan(&onRaw); err != nil || !onRaw.Valid {
+		t.Fatalf("PREDICT on raw features: %v %v", onRaw, err)
+	}
+	var null sql.NullInt64
+	if err := db.QueryRow("SELECT PREDICT('m_forward', NULL)").Scan(&null); err != nil || null.Valid {
+		t.Errorf("PREDICT(model, NULL) = %v, %v; want NULL", null, err)
+	}
+
+	// Bad requests fail at once with an error naming the problem, and start no job.
+	var before int
+	if err := db.QueryRow("SELECT COUNT(*) FROM ldpsql_catalog.ldp_jobs").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ table, params, want string }{
+		{"d2_pca", `{"objective": "magic"}`, "objective"},
+		{"d2_pca", `{"model": "x1", "eps_x": 3}`, "eps_x"},
+		{"d2_pca", `{"model": "x2", "objective": "marginal"}`, "aux_table"},
+		{"d2_box", `{"model": "x3", "aux_table": "aux"}`, "l1-ball"},
+		{"d2_pca", `{"model": "m_forward", "objective": "forward"}`, "exists"},
+		{"d2_pca", `{"model": "pca2", "objective": "forward"}`, "taken"},
+		{"d2_pca", `{"model": "x4", "objective": "forward", "epochs": "many"}`, "epochs"},
+		{"d2_pca", `{"model": "x5", "objective": "forward", "colour": 1}`, "colour"},
+		{"d2", `{"model": "x6", "objective": "forward"}`, "metadata"},
+		{"nosuch", `{"model": "x7"}`, "nosuch"},
+		{"d2_pca", `not json`, "JSON"},
+	} {
+		_, err := db.Exec("SELECT TRAIN_NOISY_CLASSIFIER(?, ?)", c.table, c.params)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("TRAIN_NOISY_CLASSIFIER(%s, %s): error %v, want one mentioning %q", c.table, c.params, err, c.want)
+		}
+	}
+	var after int
+	if err := db.QueryRow("SELECT COUNT(*) FROM ldpsql_catalog.ldp_jobs").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("rejected requests started %d jobs", after-before)
+	}
+	for _, q := range []struct{ sql, want string }{
+		{"SELECT PREDICT('nosuch', f) FROM test LIMIT 1", "nosuch"},
+		{"SELECT PREDICT('pca2', f) FROM test LIMIT 1", "not a classifier"},
+		{"SELECT PREDICT('m_forward', LDP_VECTOR(1, 2, 3)) ", "3 values"},
+		{"SELECT PREDICT('m_forward', f, 'sideways') FROM test LIMIT 1", "mode"},
+	} {
+		_, err := db.Exec(q.sql)
+		if err == nil || !strings.Contains(err.Error(), q.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", q.sql, err, q.want)
+		}
+	}
+	// The server still serves.
+	if acc := accuracyOf(t, db, "m_marginal", "test"); acc < 0.8 {
+		t.Errorf("after the bad requests, accuracy %.3f", acc)
+	}
+}
+
+// TestReproQuick runs `ldpsql repro data-collection --quick` on the real Fashion-MNIST files: the whole
+// protocol through the SQL functions and jobs, at reduced size, writing the table and the plot.
+func TestReproQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	out := t.TempDir()
+	cmd := exec.Command(ldpsqlBin, "repro", "data-collection", "--dataset", "fashion-mnist", "--quick", "--out", out)
+	cmd.Dir = ".." // the repository root, so ../shared/data is found as a user's checkout would
+	outBytes, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldpsql repro --quick: %v\n%s", err, outBytes)
+	}
+	t.Logf("%s", outBytes)
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| ε | VLM | PCA | Laplace | Duchi |", "| ∞ (no privacy) |", "| 10 |", "| 2 |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
+	}
+	png, err := os.ReadFile(filepath.Join(out, "accuracy.png"))
+	if err != nil || len(png) < 1000 || string(png[1:4]) != "PNG" {
+		t.Errorf("accuracy.png: %d bytes, %v", len(png), err)
+	}
+}

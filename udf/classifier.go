@@ -1,0 +1,788 @@
+package udf
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/types"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/training/classifier"
+	"github.com/ldpsql/ldpsql/training/spread"
+)
+
+// Noise-aware classifiers. TRAIN_NOISY_CLASSIFIER('table', '{params}') starts a job (engine.Jobs) that
+// trains a classifier on a privatised table with a likelihood that models how the table was noised,
+// and stores it in ldp_models (plugin 'classifier'); PREDICT('model', features) applies it.
+//
+// Objectives (params "objective"):
+//
+//   - "marginal" (thesis Eq 4.11): the classifier sees only the clean latents of an auxiliary table
+//     (params "aux_table"), encoded by the same mechanism without noise; each privatised row (z̃, ỹ)
+//     is explained as a mixture over those latents, through the Laplace density of the privatisation
+//     noise and the k-RR label channel. For an ℓ1-ball mechanism released with the Laplace randomiser.
+//     The classifier is meant for clean points.
+//   - "forward" (Eq 4.12): the classifier sees the releases themselves; only the label noise is
+//     modelled (forward loss correction). Any mechanism and randomiser.
+//   - "em": multinomial logistic regression fitted to the spread likelihood by importance-sampled EM
+//     (Barber), modelling the per-coordinate Laplace noise of the features and the label noise.
+//   - "clean": no privacy, for the ε = ∞ reference: the table holds raw features (encoded by the
+//     mechanism without noise) and clean labels.
+//
+// The noise parameters (mechanism, randomiser, eps_x, eps_y, K, columns) come from the metadata that
+// ldp_privatize records on the table; params may repeat them, and a value that contradicts the
+// metadata is an error. The privatised rows are split (params "val_fraction", default 0.1) into a
+// training part and a validation part used for early stopping on the same noisy likelihood, which
+// spends no further privacy.
+
+// ClassifierPlugin is the plugin column of a classifier in ldp_models.
+const ClassifierPlugin = "classifier"
+
+// classifierFormat versions classifierArtifact.
+const classifierFormat = 1
+
+// classifierArtifact is what ldp_models holds for a classifier: the model and how to feed it.
+type classifierArtifact struct {
+	Format    int    `json:"format"`
+	Kind      string `json:"kind"` // "mlp" (training/classifier) or "spread" (training/spread)
+	Objective string `json:"objective"`
+	Mechanism string `json:"mechanism"`
+	// InputDim and OutputDim are the mechanism's: the classifier reads OutputDim values (a clipped
+	// encoding or a release); raw features of InputDim values are encoded first.
+	InputDim  int    `json:"input_dim"`
+	OutputDim int    `json:"output_dim"`
+	K         int    `json:"K"`
+	Model     []byte `json:"model"`
+}
+
+// trainParams are TRAIN_NOISY_CLASSIFIER's params once merged with the table's metadata.
+type trainParams struct {
+	Model          string   `json:"model"`
+	Objective      string   `json:"objective"`
+	Mechanism      string   `json:"mechanism"`
+	Randomiser     string   `json:"randomiser,omitempty"`
+	FeaturesCol    string   `json:"features_col"`
+	LabelCol       string   `json:"label_col"`
+	AuxTable       string   `json:"aux_table,omitempty"`
+	AuxFeaturesCol string   `json:"aux_features_col,omitempty"`
+	EpsX           *float64 `json:"eps_x,omitempty"`
+	EpsY           *float64 `json:"eps_y,omitempty"`
+	K              int      `json:"K"`
+	ValFraction    float64  `json:"val_fraction"`
+	Seed           uint64   `json:"seed"`
+	Replace        bool     `json:"replace,omitempty"`
+	// Training is what the chosen trainer parses (hidden, epochs, lr, ... for mlp; samples, iterations,
+	// ... for em).
+	Training json.RawMessage `json:"training,omitempty"`
+}
+
+// classifiers carries TRAIN_NOISY_CLASSIFIER's and PREDICT's state.
+type classifiers struct {
+	p *procedures
+
+	mu     sync.Mutex
+	loaded map[string]*loadedClassifier // by model name
+}
+
+type loadedClassifier struct {
+	checksum string
+	art      classifierArtifact
+	mlp      *classifier.Model
+	spread   *spread.Model
+}
+
+func newClassifiers(p *procedures) *classifiers {
+	return &classifiers{p: p, loaded: map[string]*loadedClassifier{}}
+}
+
+// TrainNoisyClassifier is TRAIN_NOISY_CLASSIFIER('table', '{params}'): it checks the request, starts the
+// training job and returns its id.
+type TrainNoisyClassifier struct {
+	scalar
+	c *classifiers
+}
+
+var _ sql.FunctionExpression = (*TrainNoisyClassifier)(nil)
+
+func (c *classifiers) newTrain(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
+	f := &TrainNoisyClassifier{scalar: scalar{name: "train_noisy_classifier", args: args}, c: c}
+	return f, f.checkArity(2)
+}
+
+// Description implements sql.FunctionExpression.
+func (f *TrainNoisyClassifier) Description() string {
+	return "starts a job training a classifier on a privatised table with a likelihood that models its noise; returns the job id"
+}
+
+// Type implements sql.Expression.
+func (f *TrainNoisyClassifier) Type(*sql.Context) sql.Type { return types.Int64 }
+
+// WithChildren implements sql.Expression.
+func (f *TrainNoisyClassifier) WithChildren(ctx *sql.Context, children ...sql.Expression) (sql.Expression, error) {
+	return f.c.newTrain(ctx, children...)
+}
+
+// Eval implements sql.Expression.
+func (f *TrainNoisyClassifier) Eval(ctx *sql.Context, row sql.Row) (any, error) {
+	const fn = "TRAIN_NOISY_CLASSIFIER"
+	vals, err := evalArgs(ctx, row, f.args)
+	if err != nil {
+		return nil, err
+	}
+	if vals[0] == nil || vals[1] == nil {
+		return nil, fmt.Errorf("%s: the table and the params must not be NULL", fn)
+	}
+	table, params := fmt.Sprint(vals[0]), fmt.Sprint(vals[1])
+	if js, ok := vals[1].(sql.JSONWrapper); ok {
+		if params, err = types.JsonToMySqlString(ctx, js); err != nil {
+			return nil, err
+		}
+	}
+	return f.c.start(ctx, table, params)
+}
+
+// start validates the request as the caller, then runs the training as a job.
+func (c *classifiers) start(ctx *sql.Context, table, rawParams string) (int64, error) {
+	const fn = "TRAIN_NOISY_CLASSIFIER"
+	tp, err := c.resolveParams(ctx, table, rawParams)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", fn, err)
+	}
+	// Everything that can be checked before the job starts is: the trainer's own params too.
+	if _, err := c.trainerConfig(tp); err != nil {
+		return 0, fmt.Errorf("%s: params: %w", fn, err)
+	}
+	resolved, _ := json.Marshal(tp)
+	caller := ctx.Session.Client()
+	db := ctx.GetCurrentDatabase()
+	createdBy := user(ctx)
+	id, err := c.p.e.Jobs.Start("train classifier", tp.Model, resolved, createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
+		session := sql.NewBaseSessionWithClientServer("job", caller, 0)
+		session.SetCurrentDatabase(db)
+		sctx := sql.NewContext(jctx, sql.WithSession(session))
+		return c.train(sctx, table, tp, createdBy, report)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", fn, err)
+	}
+	return id, nil
+}
+
+// knownTrainKeys are TRAIN_NOISY_CLASSIFIER's own params; every other key goes to the trainer.
+var knownTrainKeys = map[string]bool{"model": true, "objective": true, "mechanism": true, "randomiser": true,
+	"features_col": true, "label_col": true, "aux_table": true, "aux_features_col": true, "eps_x": true,
+	"eps_y": true, "K": true, "val_fraction": true, "replace": true}
+
+// resolveParams parses params, merges them with the table's ldp_privatize metadata and checks them.
+func (c *classifiers) resolveParams(ctx *sql.Context, table, rawParams string) (trainParams, error) {
+	var tp trainParams
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(rawParams), &raw); err != nil {
+		return tp, fmt.Errorf("params must be a JSON object: %v", err)
+	}
+	own, rest := map[string]json.RawMessage{}, map[string]json.RawMessage{}
+	for k, v := range raw {
+		if knownTrainKeys[k] {
+			own[k] = v
+		} else {
+			rest[k] = v
+		}
+	}
+	ownJSON, _ := json.Marshal(own)
+	dec := json.NewDecoder(strings.NewReader(string(ownJSON)))
+	if err := dec.Decode(&tp); err != nil {
+		return tp, fmt.Errorf("params: %v", err)
+	}
+	if s, ok := rest["seed"]; ok {
+		if err := json.Unmarshal(s, &tp.Seed); err != nil {
+			return tp, fmt.Errorf("params: seed must be a non-negative integer, got %s", s)
+		}
+	}
+	if len(rest) > 0 {
+		tp.Training, _ = json.Marshal(rest)
+	}
+
+	// The table and its metadata.
+	dbName, name := splitTable(ctx, table)
+	t, err := c.p.table(ctx, dbName, name)
+	if err != nil {
+		return tp, err
+	}
+	var meta *PrivatizeMetadata
+	if ct, ok := t.(sql.CommentedTable); ok && ct.Comment() != "" {
+		var wrapped struct {
+			M *PrivatizeMetadata `json:"ldp_privatize"`
+		}
+		if json.Unmarshal([]byte(ct.Comment()), &wrapped) == nil {
+			meta = wrapped.M
+		}
+	}
+	if tp.Objective == "" {
+		tp.Objective = "marginal"
+		if tp.AuxTable == "" {
+			tp.Objective = "forward"
+		}
+	}
+	switch tp.Objective {
+	case "marginal", "forward", "em", "clean":
+	default:
+		return tp, fmt.Errorf("objective %q is not one of marginal, forward, em, clean", tp.Objective)
+	}
+	if meta != nil {
+		if tp.Objective == "clean" {
+			return tp, fmt.Errorf("table %s was privatised by ldp_privatize; objective 'clean' is for raw tables", table)
+		}
+		if err := mergeMeta(&tp, meta); err != nil {
+			return tp, fmt.Errorf("%w (table %s was privatised by ldp_privatize with %s)", err, table, describeMeta(meta))
+		}
+	} else if tp.Objective != "clean" {
+		if tp.Mechanism == "" || tp.EpsX == nil || tp.EpsY == nil || tp.K == 0 || tp.FeaturesCol == "" || tp.LabelCol == "" {
+			return tp, fmt.Errorf("table %s has no ldp_privatize metadata, so params must give mechanism, randomiser, eps_x, eps_y, K, features_col and label_col", table)
+		}
+	}
+	if tp.Objective == "clean" {
+		if tp.Mechanism == "" || tp.FeaturesCol == "" || tp.LabelCol == "" || tp.K == 0 {
+			return tp, errors.New("objective 'clean' needs mechanism, features_col, label_col and K")
+		}
+		if tp.EpsX != nil || tp.EpsY != nil {
+			return tp, errors.New("objective 'clean' trains on raw data: eps_x and eps_y do not apply")
+		}
+	}
+	if tp.Randomiser == "" {
+		tp.Randomiser = mechanisms.RandomiserLaplace
+	}
+	if tp.K < 2 {
+		return tp, fmt.Errorf("K = %d must be at least 2", tp.K)
+	}
+	for _, e := range []*float64{tp.EpsX, tp.EpsY} {
+		if e != nil && (math.IsNaN(*e) || *e <= 0) {
+			return tp, fmt.Errorf("eps_x and eps_y must be > 0, got %v", *e)
+		}
+	}
+	if tp.ValFraction == 0 {
+		tp.ValFraction = 0.1
+	}
+	if !(tp.ValFraction > 0 && tp.ValFraction < 0.5) {
+		return tp, fmt.Errorf("val_fraction = %v must be in (0, 0.5)", tp.ValFraction)
+	}
+	if tp.Model == "" {
+		tp.Model = name + "_classifier"
+	}
+	if err := checkName("model", tp.Model); err != nil {
+		return tp, err
+	}
+	if existing, err := c.p.e.Catalog.Model(ctx, tp.Model); err == nil {
+		if existing.Plugin != ClassifierPlugin {
+			return tp, fmt.Errorf("model name %q is taken by a %s mechanism model", tp.Model, existing.Plugin)
+		}
+		if !tp.Replace {
+			return tp, fmt.Errorf("a classifier called %q exists; choose another \"model\" or set \"replace\": true", tp.Model)
+		}
+	}
+	mech, err := c.p.mechs.resolve(ctx, tp.Mechanism)
+	if err != nil {
+		return tp, err
+	}
+	set, err := outputSet(mech.desc)
+	if err != nil {
+		return tp, err
+	}
+	switch tp.Objective {
+	case "marginal":
+		if _, ok := set.(mechanisms.L1Ball); !ok || tp.Randomiser != mechanisms.RandomiserLaplace {
+			return tp, fmt.Errorf("objective 'marginal' models Laplace noise on an l1-ball mechanism; %q with randomiser %q is not one (use 'forward')", tp.Mechanism, tp.Randomiser)
+		}
+		if tp.AuxTable == "" {
+			return tp, errors.New("objective 'marginal' needs aux_table: the clean auxiliary rows whose latents form the prior")
+		}
+		if tp.AuxFeaturesCol == "" {
+			tp.AuxFeaturesCol = tp.FeaturesCol
+		}
+		if err := c.p.exec(ctx, fmt.Sprintf("SELECT %s FROM %s LIMIT 1", quoteCol(tp.AuxFeaturesCol), quoteTable(tp.AuxTable))); err != nil {
+			return tp, fmt.Errorf("reading aux_table %s.%s: %w", tp.AuxTable, tp.AuxFeaturesCol, err)
+		}
+	case "em":
+		if tp.Randomiser != mechanisms.RandomiserLaplace {
+			return tp, fmt.Errorf("objective 'em' models per-coordinate Laplace noise; randomiser %q is not supported (use 'forward')", tp.Randomiser)
+		}
+		if tp.AuxTable != "" {
+			return tp, errors.New("aux_table is only used by objective 'marginal'")
+		}
+	default:
+		if tp.AuxTable != "" {
+			return tp, errors.New("aux_table is only used by objective 'marginal'")
+		}
+	}
+	if err := c.p.exec(ctx, fmt.Sprintf("SELECT %s, %s FROM %s LIMIT 1", quoteCol(tp.FeaturesCol), quoteCol(tp.LabelCol), quoteTable(table))); err != nil {
+		return tp, fmt.Errorf("reading %s: %w", table, err)
+	}
+	return tp, nil
+}
+
+// mergeMeta fills tp from the table's metadata, refusing contradictions.
+func mergeMeta(tp *trainParams, m *PrivatizeMetadata) error {
+	if m.LabelCol == "" {
+		return errors.New("the table has no privatised label to learn from")
+	}
+	str := func(name string, have *string, want string) error {
+		if *have == "" {
+			*have = want
+		} else if *have != want {
+			return fmt.Errorf("params say %s = %q but the table's is %q", name, *have, want)
+		}
+		return nil
+	}
+	num := func(name string, have **float64, want float64) error {
+		if *have == nil {
+			*have = &want
+		} else if math.Abs(**have-want) > 1e-9*math.Max(1, want) {
+			return fmt.Errorf("params say %s = %v but the table's is %v", name, **have, want)
+		}
+		return nil
+	}
+	for _, err := range []error{
+		str("mechanism", &tp.Mechanism, m.Mechanism),
+		str("randomiser", &tp.Randomiser, m.Randomiser),
+		str("features_col", &tp.FeaturesCol, m.FeaturesCol),
+		str("label_col", &tp.LabelCol, m.LabelCol),
+		num("eps_x", &tp.EpsX, m.EpsX),
+		num("eps_y", &tp.EpsY, m.EpsY),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if tp.K == 0 {
+		tp.K = m.K
+	} else if tp.K != m.K {
+		return fmt.Errorf("params say K = %d but the table's is %d", tp.K, m.K)
+	}
+	return nil
+}
+
+func describeMeta(m *PrivatizeMetadata) string {
+	return fmt.Sprintf("mechanism %q, randomiser %q, eps_x = %g, eps_y = %g, K = %d", m.Mechanism, m.Randomiser, m.EpsX, m.EpsY, m.K)
+}
+
+// trainerConfig parses the trainer's own params.
+func (c *classifiers) trainerConfig(tp trainParams) (any, error) {
+	raw := tp.Training
+	if len(raw) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	if tp.Objective == "em" {
+		return spread.ParseConfig(raw)
+	}
+	return classifier.ParseConfig(raw)
+}
+
+// train is the job: read, split, train, store.
+func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, createdBy string, report func(engine.JobProgress)) error {
+	const fn = "TRAIN_NOISY_CLASSIFIER"
+	mech, err := c.p.mechs.resolve(ctx, tp.Mechanism)
+	if err != nil {
+		return err
+	}
+	set, err := outputSet(mech.desc)
+	if err != nil {
+		return err
+	}
+	feats, labels, err := c.readLabelled(ctx, fn, table, tp.FeaturesCol, tp.LabelCol, tp.K)
+	if err != nil {
+		return err
+	}
+	if tp.Objective == "clean" {
+		if feats, err = encodeClipped(ctx, mech, set, feats); err != nil {
+			return err
+		}
+	}
+	for i, v := range feats {
+		if len(v) != mech.desc.OutputDim {
+			return fmt.Errorf("%s: row %d of %s has %d values; mechanism %q releases %d", fn, i+1, table, len(v), tp.Mechanism, mech.desc.OutputDim)
+		}
+	}
+	if len(feats) < 10 {
+		return fmt.Errorf("%s: %s has %d rows; at least 10 are needed to train and validate", fn, table, len(feats))
+	}
+	trainIdx, valIdx := splitRows(len(feats), tp.ValFraction, tp.Seed)
+	pick := func(idx []int) ([][]float32, []int) {
+		x, y := make([][]float32, len(idx)), make([]int, len(idx))
+		for k, i := range idx {
+			x[k], y[k] = feats[i], labels[i]
+		}
+		return x, y
+	}
+	xTrain, yTrain := pick(trainIdx)
+	xVal, yVal := pick(valIdx)
+
+	cfgAny, err := c.trainerConfig(tp)
+	if err != nil {
+		return err
+	}
+	art := classifierArtifact{Format: classifierFormat, Objective: tp.Objective, Mechanism: tp.Mechanism,
+		InputDim: mech.desc.InputDim, OutputDim: mech.desc.OutputDim, K: tp.K}
+	progress := func(p classifier.Progress) {
+		report(engine.JobProgress{Epoch: p.Epoch, Epochs: p.Epochs, Loss: p.Loss, RowsPerS: p.RowsPerSec, ETA: p.ETA})
+	}
+	var r [][]float64
+	if tp.Objective == "clean" {
+		r = classifier.KRRMatrix(math.Inf(1), tp.K)
+	} else {
+		r = classifier.KRRMatrix(*tp.EpsY, tp.K)
+	}
+	c.p.log("%s: training %s (%s) on %d rows of %s, validating on %d", fn, tp.Model, tp.Objective, len(xTrain), table, len(xVal))
+	switch tp.Objective {
+	case "marginal":
+		ball := set.(mechanisms.L1Ball)
+		auxRaw, err := c.p.readVectors(ctx, fn, tp.AuxTable, tp.AuxFeaturesCol)
+		if err != nil {
+			return err
+		}
+		aux, err := encodeClipped(ctx, mech, set, auxRaw)
+		if err != nil {
+			return err
+		}
+		scale := 2 * ball.Radius / *tp.EpsX
+		m, err := classifier.TrainMarginal(ctx, cfgAny.(classifier.Config),
+			classifier.MarginalData{Aux: aux, Noisy: xTrain, Labels: yTrain, Scale: scale, R: r},
+			classifier.MarginalData{Aux: aux, Noisy: xVal, Labels: yVal, Scale: scale, R: r}, progress)
+		if err != nil {
+			return err
+		}
+		art.Kind = "mlp"
+		if art.Model, err = m.MarshalBinary(); err != nil {
+			return err
+		}
+	case "forward", "clean":
+		m, err := classifier.TrainForward(ctx, cfgAny.(classifier.Config),
+			classifier.ForwardData{X: xTrain, Labels: yTrain, R: r},
+			classifier.ForwardData{X: xVal, Labels: yVal, R: r}, progress)
+		if err != nil {
+			return err
+		}
+		art.Kind = "mlp"
+		if art.Model, err = m.MarshalBinary(); err != nil {
+			return err
+		}
+	case "em":
+		channels, err := laplaceChannels(set, *tp.EpsX)
+		if err != nil {
+			return err
+		}
+		cfg := cfgAny.(spread.Config)
+		m, err := spread.Train(ctx, cfg, spread.Data{X: toFloat64Rows(xTrain), Labels: yTrain, Channels: channels, R: r},
+			func(p spread.Progress) {
+				report(engine.JobProgress{Epoch: p.Iteration, Epochs: p.Iterations, Loss: -p.LogLik})
+			})
+		if err != nil {
+			return err
+		}
+		art.Kind = "spread"
+		if art.Model, err = m.MarshalBinary(); err != nil {
+			return err
+		}
+	}
+	blob, err := json.Marshal(art)
+	if err != nil {
+		return err
+	}
+	params, _ := json.Marshal(tp)
+	sum := sha256.Sum256(blob)
+	if err := c.p.e.Catalog.PutModel(ctx, engine.Model{Name: tp.Model, Plugin: ClassifierPlugin, Params: params, TrainingTable: table,
+		TrainingRows: int64(len(xTrain)), Checksum: hex.EncodeToString(sum[:]), Artifact: blob, CreatedBy: createdBy, CreatedAt: time.Now()}); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.loaded, tp.Model)
+	c.mu.Unlock()
+	return nil
+}
+
+// laplaceChannels describes the per-coordinate Laplace noise the laplace randomiser adds on set.
+func laplaceChannels(set mechanisms.OutputSet, epsX float64) ([]spread.Channel, error) {
+	switch s := set.(type) {
+	case mechanisms.L1Ball:
+		ch := make([]spread.Channel, s.D)
+		for i := range ch {
+			ch[i] = spread.Channel{Kind: "laplace", Lo: -s.Radius, Hi: s.Radius, Scale: 2 * s.Radius / epsX}
+		}
+		return ch, nil
+	case mechanisms.Box:
+		d := float64(len(s.Lo))
+		ch := make([]spread.Channel, len(s.Lo))
+		for i := range ch {
+			w := s.Hi[i] - s.Lo[i]
+			if w == 0 {
+				ch[i] = spread.Channel{Kind: "clean", Lo: s.Lo[i], Hi: s.Hi[i]}
+				continue
+			}
+			ch[i] = spread.Channel{Kind: "laplace", Lo: s.Lo[i], Hi: s.Hi[i], Scale: w * d / epsX}
+		}
+		return ch, nil
+	}
+	return nil, fmt.Errorf("output set %T has no per-coordinate Laplace channel", set)
+}
+
+// splitRows shuffles 0..n-1 with seed and cuts off the validation fraction.
+func splitRows(n int, valFraction float64, seed uint64) (train, val []int) {
+	perm := rand.New(rand.NewPCG(seed, 0x5eed)).Perm(n)
+	nVal := max(1, int(math.Round(valFraction*float64(n))))
+	val, train = perm[:nVal], perm[nVal:]
+	sort.Ints(val)
+	sort.Ints(train)
+	return train, val
+}
+
+// readLabelled reads (features, label) pairs; a NULL, a non-finite value or a label outside 0..K-1 is an
+// error naming the row.
+func (c *classifiers) readLabelled(ctx *sql.Context, fn, table, featuresCol, labelCol string, k int) ([][]float32, []int, error) {
+	iter, err := c.p.query(ctx, fmt.Sprintf("SELECT %s, %s FROM %s", quoteCol(featuresCol), quoteCol(labelCol), quoteTable(table)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: reading %s: %w", fn, table, err)
+	}
+	defer iter.Close(ctx)
+	var feats [][]float32
+	var labels []int
+	for n := 1; ; n++ {
+		row, err := iter.Next(ctx)
+		if err == io.EOF {
+			return feats, labels, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: reading %s: %w", fn, table, err)
+		}
+		if row[0] == nil || row[1] == nil {
+			return nil, nil, fmt.Errorf("%s: row %d of %s has a NULL %s or %s", fn, n, table, featuresCol, labelCol)
+		}
+		v, err := toVector(ctx, fn, featuresCol, row[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := checkFinite(fn, featuresCol, v); err != nil {
+			return nil, nil, fmt.Errorf("%w (row %d of %s)", err, n, table)
+		}
+		y, err := toInt(ctx, fn, labelCol, row[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		if y < 0 || y >= int64(k) {
+			return nil, nil, fmt.Errorf("%s: row %d of %s has label %d, outside 0..%d (K = %d)", fn, n, table, y, k-1, k)
+		}
+		feats = append(feats, v)
+		labels = append(labels, int(y))
+	}
+}
+
+// encodeClipped runs the mechanism's encoder on raw rows without noise and clips each encoding into the
+// recorded output set, as the host does before randomising: the clean latent the classifiers see.
+func encodeClipped(ctx context.Context, mech *resolvedMechanism, set mechanisms.OutputSet, rows [][]float32) ([][]float32, error) {
+	out := make([][]float32, 0, len(rows))
+	for start := 0; start < len(rows); start += BatchSize {
+		batch := rows[start:min(start+BatchSize, len(rows))]
+		for i, v := range batch {
+			if len(v) != mech.desc.InputDim {
+				return nil, fmt.Errorf("row %d has %d features, mechanism %q expects %d", start+i+1, len(v), mech.record.Name, mech.desc.InputDim)
+			}
+		}
+		enc, err := mech.encode(ctx, batch)
+		if err != nil {
+			return nil, err
+		}
+		x := make([]float64, mech.desc.OutputDim)
+		for _, z := range enc {
+			if len(z) != len(x) {
+				return nil, fmt.Errorf("mechanism %q returned an encoding of %d values, registered output dimension %d", mech.record.Name, len(z), len(x))
+			}
+			for j, v := range z {
+				x[j] = float64(v)
+			}
+			clipped, err := set.Clip(x)
+			if err != nil {
+				return nil, fmt.Errorf("mechanism %q: %w", mech.record.Name, err)
+			}
+			out = append(out, toFloat32(clipped))
+		}
+	}
+	return out, nil
+}
+
+func toFloat64Rows(rows [][]float32) [][]float64 {
+	out := make([][]float64, len(rows))
+	for i, r := range rows {
+		out[i] = make([]float64, len(r))
+		for j, v := range r {
+			out[i][j] = float64(v)
+		}
+	}
+	return out
+}
+
+// load returns the classifier called name, reloading it when ldp_models changed.
+func (c *classifiers) load(ctx context.Context, name string) (*loadedClassifier, error) {
+	m, err := c.p.e.Catalog.Model(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("no classifier called %q (SELECT name FROM ldpsql_catalog.ldp_models WHERE plugin = 'classifier' lists them)", name)
+	}
+	if m.Plugin != ClassifierPlugin {
+		return nil, fmt.Errorf("model %q is a %s mechanism model, not a classifier", name, m.Plugin)
+	}
+	c.mu.Lock()
+	l, ok := c.loaded[name]
+	c.mu.Unlock()
+	if ok && l.checksum == m.Checksum {
+		return l, nil
+	}
+	l = &loadedClassifier{checksum: m.Checksum}
+	if err := json.Unmarshal(m.Artifact, &l.art); err != nil || l.art.Format != classifierFormat {
+		return nil, fmt.Errorf("classifier %q: unreadable artifact (format %d)", name, l.art.Format)
+	}
+	switch l.art.Kind {
+	case "mlp":
+		l.mlp, err = classifier.UnmarshalModel(l.art.Model)
+	case "spread":
+		l.spread, err = spread.UnmarshalModel(l.art.Model)
+	default:
+		err = fmt.Errorf("unknown kind %q", l.art.Kind)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("classifier %q: %w", name, err)
+	}
+	c.mu.Lock()
+	c.loaded[name] = l
+	c.mu.Unlock()
+	return l, nil
+}
+
+// Predict is PREDICT('model', features [, 'clean'|'release']): the class the classifier gives a row.
+// Features of the mechanism's input dimension are raw and are encoded (without noise) and clipped
+// first; features of its output dimension are a release (or a clipped encoding) and are classified as
+// they are. When the two dimensions are equal (the identity mechanism), features count as raw unless the
+// third argument says 'release'. NULL gives NULL. Batched like LDP_ENCODE.
+type Predict struct {
+	scalar
+	c *classifiers
+}
+
+var _ BatchExpression = (*Predict)(nil)
+
+func (c *classifiers) newPredict(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
+	f := &Predict{scalar: scalar{name: "predict", args: args}, c: c}
+	if len(args) != 2 && len(args) != 3 {
+		return nil, sql.ErrInvalidArgumentNumber.New("PREDICT", "2 or 3", len(args))
+	}
+	return f, nil
+}
+
+// Description implements sql.FunctionExpression.
+func (f *Predict) Description() string {
+	return "the class a TRAIN_NOISY_CLASSIFIER model gives raw features or a release"
+}
+
+// Type implements sql.Expression.
+func (f *Predict) Type(*sql.Context) sql.Type { return types.Int32 }
+
+// WithChildren implements sql.Expression.
+func (f *Predict) WithChildren(ctx *sql.Context, children ...sql.Expression) (sql.Expression, error) {
+	return f.c.newPredict(ctx, children...)
+}
+
+// BatchArgs implements BatchExpression.
+func (f *Predict) BatchArgs() []sql.Expression { return f.args }
+
+// Eval implements sql.Expression.
+func (f *Predict) Eval(ctx *sql.Context, row sql.Row) (any, error) { return evalOne(ctx, f, row) }
+
+// EvalBatch implements BatchExpression.
+func (f *Predict) EvalBatch(ctx *sql.Context, args [][]any) ([]any, error) {
+	const fn = "PREDICT"
+	out := make([]any, len(args))
+	type group struct{ model, mode string }
+	groups := map[group][]int{}
+	var order []group
+	for i, a := range args {
+		if a[0] == nil || a[1] == nil {
+			continue
+		}
+		g := group{model: fmt.Sprint(a[0])}
+		if len(a) == 3 && a[2] != nil {
+			g.mode = strings.ToLower(fmt.Sprint(a[2]))
+			if g.mode != "clean" && g.mode != "release" {
+				return nil, argError(fn, "mode", a[2], "'clean' (raw features) or 'release' (a privatised vector)")
+			}
+		}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	for _, g := range order {
+		l, err := f.c.load(ctx, g.model)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", fn, err)
+		}
+		var raw, direct []int
+		var rawRows, directRows [][]float32
+		for _, i := range groups[g] {
+			v, err := toVector(ctx, fn, "features", args[i][1])
+			if err != nil {
+				return nil, err
+			}
+			if err := checkFinite(fn, "features", v); err != nil {
+				return nil, err
+			}
+			switch {
+			case g.mode != "release" && len(v) == l.art.InputDim:
+				raw, rawRows = append(raw, i), append(rawRows, v)
+			case g.mode != "clean" && len(v) == l.art.OutputDim:
+				direct, directRows = append(direct, i), append(directRows, v)
+			default:
+				return nil, fmt.Errorf("%s: features have %d values; model %q takes raw features of %d values or releases of %d (mechanism %q)",
+					fn, len(v), g.model, l.art.InputDim, l.art.OutputDim, l.art.Mechanism)
+			}
+		}
+		if len(rawRows) > 0 {
+			mech, err := f.c.p.mechs.resolve(ctx, l.art.Mechanism)
+			if err != nil {
+				return nil, fmt.Errorf("%s: model %q: %w", fn, g.model, err)
+			}
+			set, err := outputSet(mech.desc)
+			if err != nil {
+				return nil, err
+			}
+			enc, err := encodeClipped(ctx, mech, set, rawRows)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", fn, err)
+			}
+			direct = append(direct, raw...)
+			directRows = append(directRows, enc...)
+		}
+		for k, class := range l.predict(directRows) {
+			out[direct[k]] = int32(class)
+		}
+	}
+	return out, nil
+}
+
+func (l *loadedClassifier) predict(rows [][]float32) []int {
+	if l.mlp != nil {
+		return l.mlp.PredictBatch(rows)
+	}
+	out := make([]int, len(rows))
+	for i, r := range toFloat64Rows(rows) {
+		out[i] = l.spread.Predict(r)
+	}
+	return out
+}
