@@ -44,7 +44,7 @@ func TestParseConfig(t *testing.T) {
 		t.Fatalf("partial: %+v %v", c, err)
 	}
 	for raw, frag := range map[string]string{
-		`{"sample": 8}`:                "unknown key \"sample\"",
+		`{"sample": 8}`:                 "unknown key \"sample\"",
 		`{"samples": 8, "momentum": 1}`: "unknown key \"momentum\"",
 		`{"samples": 0}`:                "samples = 0",
 		`{"samples": -3}`:               "samples = -3",

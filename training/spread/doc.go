@@ -40,8 +40,11 @@
 //	ρ(x_i=k|x̃_i) ∝ p(x̃_i | k) p(k | i),
 //
 // the exact per-feature posterior under the prior, ignoring the label. For
-// Laplace features p(x̃_i|k) = exp(−|x̃_i − centre_k|/b_i)/(2b_i) and ρ is
-// normalised in log space over the B bins and sampled exactly by inverse CDF.
+// Laplace features p(x̃_i|k) = exp(−|x̃_i − centre_k|/b_i)/(2b_i); ρ is
+// computed over all B bins relative to the largest likelihood (the nearest
+// centre), which is log-space normalisation, and sampled exactly by inverse
+// CDF. As the centres are evenly spaced the likelihoods form geometric
+// sequences on either side of x̃_i, so a row costs four exps, not B.
 // For randomised-response features the likelihood takes only two values, so
 // ρ(k) ∝ p(k|i)·(1 + (α − 1)[k = j]) with j the released bin and
 // α = (1 − p)(B − 1)/p: the released bin is drawn with probability
@@ -112,6 +115,18 @@
 // multiple imputation from ρ(c|c̃), which ignores x and so undoes no label
 // noise). Singular label channels (flip probability (K−1)/K) and rr
 // channels with flip probability (B−1)/B are refused: the spread likelihood
-// is then not identifiable. Self-normalised IS is biased at finite S, so
-// larger S brings the fixed point closer to the spread-likelihood maximiser.
+// is then not identifiable.
+//
+// Self-normalised IS is biased at finite S, and the bias is large when the
+// labels are noisy. With clean features the E-step gradient is exactly the
+// gradient of log (1/S) Σ_s p_θ(c^s|x) (an IWAE-type lower bound on the
+// label spread log-likelihood), so EM's fixed point maximises that bound,
+// which lies between logistic regression on the noisy labels (S = 1) and
+// the spread maximiser (S → ∞), at distance ∝ 1/S from the latter. In the
+// tests (binary labels, 20–35% flips) the fitted parameters are 60%, 25%,
+// 7% and 3.6% (relative) from the spread maximiser at S = 8, 32, 128, 256,
+// mostly by shrinking the logits: the decision boundaries move little (at
+// S = 32 over 99% of predictions agree), but Probabilities are
+// under-confident at the default S = 8. Raise Samples when calibrated
+// probabilities matter.
 package spread

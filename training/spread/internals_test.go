@@ -191,7 +191,9 @@ func TestPriorUpdateDeconvolvesRR(t *testing.T) {
 		// The final prior is one stochastic EM step from N·S = 40 000
 		// draws: its standard error is about √(¼/40000)·(1/0.6) ≈ 0.004
 		// (the contraction 1/(1 − p − p/(B−1)) inflates it); 0.02 is 5×.
-		if got := tr.noisy[0].prior[k]; math.Abs(got-want) > 0.02 {
+		got := tr.noisy[0].prior[k]
+		t.Logf("bin %d: learnt %.4f, deconvolved %.4f, true %.2f", k, got, want, truth[k])
+		if math.Abs(got-want) > 0.02 {
 			t.Errorf("prior[%d] = %.4f, want the deconvolved frequency %.4f (true %.2f)", k, got, want, truth[k])
 		}
 	}
