@@ -133,13 +133,24 @@ func checkRows(name string, rows [][]float32, want int) (int, error) {
 	return d, nil
 }
 
-func checkLabels(name string, labels []int, n, k int) error {
+// checkLabels validates labels against n rows and the channel r (K×K).
+func checkLabels(name string, labels []int, n int, r [][]float64) error {
 	if len(labels) != n {
 		return fmt.Errorf("%s has %d labels for %d rows", name, len(labels), n)
+	}
+	k := len(r)
+	possible := make([]bool, k)
+	for i, row := range r {
+		for _, v := range row {
+			possible[i] = possible[i] || v > 0
+		}
 	}
 	for i, y := range labels {
 		if y < 0 || y >= k {
 			return fmt.Errorf("%s label %d is %d: want 0 ≤ label < K = %d", name, i, y, k)
+		}
+		if !possible[y] {
+			return fmt.Errorf("%s label %d is %d, which R can never report (row %d of R is all zero)", name, i, y, y)
 		}
 	}
 	return nil
@@ -175,7 +186,7 @@ func checkMarginal(train, val *MarginalData) (marginalShape, error) {
 	if err != nil {
 		return s, fmt.Errorf("train: %w", err)
 	}
-	if err := checkLabels("train", train.Labels, len(train.Noisy), k); err != nil {
+	if err := checkLabels("train", train.Labels, len(train.Noisy), train.R); err != nil {
 		return s, err
 	}
 	if val.Aux == nil {
@@ -207,7 +218,7 @@ func checkMarginal(train, val *MarginalData) (marginalShape, error) {
 	if vk != k {
 		return s, fmt.Errorf("val R is %d×%d but train R is %d×%d: both splits need the same K", vk, vk, k, k)
 	}
-	if err := checkLabels("val", val.Labels, len(val.Noisy), k); err != nil {
+	if err := checkLabels("val", val.Labels, len(val.Noisy), val.R); err != nil {
 		return s, err
 	}
 	return marginalShape{d: d, k: k}, nil
@@ -224,7 +235,7 @@ func checkForward(train, val *ForwardData) (int, int, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("train: %w", err)
 	}
-	if err := checkLabels("train", train.Labels, len(train.X), k); err != nil {
+	if err := checkLabels("train", train.Labels, len(train.X), train.R); err != nil {
 		return 0, 0, err
 	}
 	if val.R == nil {
@@ -243,7 +254,7 @@ func checkForward(train, val *ForwardData) (int, int, error) {
 	if vk != k {
 		return 0, 0, fmt.Errorf("val R is %d×%d but train R is %d×%d: both splits need the same K", vk, vk, k, k)
 	}
-	if err := checkLabels("val", val.Labels, len(val.X), k); err != nil {
+	if err := checkLabels("val", val.Labels, len(val.X), val.R); err != nil {
 		return 0, 0, err
 	}
 	return d, k, nil

@@ -17,6 +17,9 @@ const (
 	// maxChannelRatio bounds ρ = max_k max_y R[k][y]/min_y R[k][y] for the
 	// probability-space kernel (ε_y up to ln 2³² ≈ 22 for K-RR).
 	maxChannelRatio = 1 << 32
+	// minChannelEntry is the smallest entry of R the probability-space kernel
+	// accepts (Q ≥ it, far inside float32's normal range).
+	minChannelEntry = 0x1p-60
 	// probCut is ln 2^-90: E = exp(w') is stored as 0 below it.
 	probCut = -62.383246
 	// maxAux bounds M so that the dropped mass M·ρ·2^-90 stays < 2^-27.
@@ -56,7 +59,7 @@ func channelIsProbSpace(r []float64, k int) bool {
 		for _, v := range r[i*k : (i+1)*k] {
 			lo, hi = min(lo, v), max(hi, v)
 		}
-		if !(lo > 0) || hi/lo > maxChannelRatio {
+		if !(lo >= minChannelEntry) || hi/lo > maxChannelRatio {
 			return false
 		}
 	}
@@ -257,7 +260,11 @@ func (pr *prior) dist(z []float32, dst []float32) {
 // probability space, w' in log space.
 func (pr *prior) row(z []float32, c, invb float32, dst []float32) {
 	pr.dist(z, dst)
-	dst = dst[:pr.m]
+	pr.fromDist(dst[:pr.m], c, invb)
+}
+
+// fromDist turns distances into a table row in place.
+func (pr *prior) fromDist(dst []float32, c, invb float32) {
 	if pr.probSpace {
 		for i, v := range dst {
 			x := (c - v) * invb
@@ -299,13 +306,16 @@ func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b 
 		}
 		for i := t * rowsPerTask; i < min(n, (t+1)*rowsPerTask); i++ {
 			z := s.noisy[i*d : (i+1)*d]
-			buf := bufs[w]
-			pr.dist(z, buf)
-			c := slices.Min(buf)
+			row := bufs[w]
+			if s.tab != nil {
+				row = s.tab[i*m : (i+1)*m]
+			}
+			pr.dist(z, row)
+			c := slices.Min(row)
 			s.c[i] = c
 			s.konst[i] = base - float64(c)/b
 			if s.tab != nil {
-				pr.row(z, c, s.invb, s.tab[i*m:(i+1)*m])
+				pr.fromDist(row, c, s.invb)
 			}
 		}
 	})

@@ -126,10 +126,7 @@ func (nt *net) forward(x []float32, cols int, ab *actBuf) {
 		hidden := l < nt.layers()-1
 		for i := range out {
 			zi := z[i*cols : (i+1)*cols]
-			bi := b[i]
-			for c := range zi {
-				zi[c] = bi
-			}
+			fill(zi, b[i])
 			wi := w[i*in : (i+1)*in]
 			for j, wij := range wi {
 				if wij != 0 {
@@ -137,21 +134,55 @@ func (nt *net) forward(x []float32, cols int, ab *actBuf) {
 				}
 			}
 			if hidden {
-				for c, v := range zi {
-					if !(v > 0) {
-						zi[c] = 0
-					}
-				}
+				relu(zi)
 			}
 		}
 		a = z
 	}
 }
 
+// fill sets every element of x to v.
+func fill(x []float32, v float32) {
+	if len(x) == 0 {
+		return
+	}
+	x[0] = v
+	for n := 1; n < len(x); n *= 2 {
+		copy(x[n:], x[:n])
+	}
+}
+
+// relu replaces negative values (and −0, NaN with the sign bit) by +0,
+// branch-free: the sign bit, spread by an arithmetic shift, masks the value.
+func relu(x []float32) {
+	for i, v := range x {
+		u := math.Float32bits(v)
+		x[i] = math.Float32frombits(u &^ uint32(int32(u)>>31))
+	}
+}
+
+// maskByPositive zeroes d[c] wherever a[c] (a ReLU output, so +0 or
+// positive) is 0, branch-free: for the bits p ≥ 0 of a, −p >> 31 is all
+// ones exactly when p > 0.
+func maskByPositive(d, a []float32) {
+	a = a[:len(d)]
+	for c, v := range a {
+		m := uint32(-int32(math.Float32bits(v)) >> 31)
+		d[c] = math.Float32frombits(math.Float32bits(d[c]) & m)
+	}
+}
+
+// ones is a vector of 1s for sums as dot products.
+var ones = func() []float32 {
+	o := make([]float32, max(auxChunk, fwdChunk, predictBlock))
+	fill(o, 1)
+	return o
+}()
+
 // backward accumulates into grad (float64, laid out like params) the
 // gradient of Σ_c Σ_k dlogits[k][c]·logit_k(x_c), given the activations of
 // the forward pass on the same x. dlogits (K × cols) and the two scratch
-// buffers (each at least maxHidden × cols) are overwritten.
+// buffers (each at least maxWidth × cols) are overwritten.
 func (nt *net) backward(x []float32, cols int, ab *actBuf, dlogits []float32, grad []float64, s0, s1 []float32) {
 	dz := dlogits[:nt.classes()*cols]
 	for l := nt.layers() - 1; l >= 0; l-- {
@@ -164,11 +195,7 @@ func (nt *net) backward(x []float32, cols int, ab *actBuf, dlogits []float32, gr
 		gb := grad[nt.offB[l] : nt.offB[l]+out]
 		for i := range out {
 			dzi := dz[i*cols : (i+1)*cols]
-			s := float64(0)
-			for _, v := range dzi {
-				s += float64(v)
-			}
-			gb[i] += s
+			gb[i] += float64(blas.Sdot(cols, dzi, 1, ones, 1))
 			gwi := gw[i*in : (i+1)*in]
 			for j := range gwi {
 				gwi[j] += float64(blas.Sdot(cols, dzi, 1, prev[j*cols:(j+1)*cols], 1))
@@ -188,12 +215,7 @@ func (nt *net) backward(x []float32, cols int, ab *actBuf, dlogits []float32, gr
 					blas.Saxpy(cols, wij, dz[i*cols:(i+1)*cols], 1, daj, 1)
 				}
 			}
-			pj := prev[j*cols : (j+1)*cols]
-			for c, v := range pj {
-				if !(v > 0) {
-					daj[c] = 0
-				}
-			}
+			maskByPositive(daj, prev[j*cols:(j+1)*cols])
 		}
 		dz = da
 	}

@@ -1,0 +1,131 @@
+package classifier
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// benchMarginal times one epoch (N/BatchSize Adam steps, each exact over
+// all M auxiliary points) of the marginal objective; setup (the table) is
+// not timed.
+func benchMarginal(b *testing.B, n, m, d, k int, budget int64, epsY float64) {
+	spec := synthSpec{K: k, D: d, M: m, N: n, Means: randomMeans(1, k, d, 2), Sigma: 1, L: 10, EpsX: 5.6, EpsY: epsY, Seed: 1}
+	data := spec.make()
+	cfg := DefaultConfig()
+	cfg.MemoryBudget = budget
+	cfg = cfg.withDefaults()
+	sizes, _ := netSizes(d, cfg.Hidden, k)
+	nt := newNet(sizes)
+	nt.init(rand.New(rand.NewPCG(1, streamInit)))
+	std := fitStandardiser(data.aux, d)
+	tr, err := newMarginalTrainer(context.Background(), cfg, nt, std, data.train, MarginalData{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows := allRows(n)
+	grad := make([]float64, len(nt.params))
+	opt := newAdam(len(nt.params), cfg.LR)
+	b.ResetTimer()
+	for range b.N {
+		for b0 := 0; b0 < n; b0 += cfg.BatchSize {
+			tr.lossGrad(nt, rows[b0:min(n, b0+cfg.BatchSize)], grad)
+			opt.step(nt.params, grad)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(n)*float64(m)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mpairs/s")
+}
+
+// BenchmarkMarginalEpoch is one epoch at the thesis's MNIST scale: N =
+// 13,500 privatised rows, M = 45,000 auxiliary latents, d = 8, K = 10,
+// hidden {50}, batch 128 (106 steps). "table" precomputes the 2.4 GB N×M
+// table (the default 4 GiB budget), "recompute" rebuilds each row per step
+// (budget < 0), "logspace" uses R = identity (ε_y = ∞), which needs the
+// log-space kernel.
+func BenchmarkMarginalEpoch(b *testing.B) {
+	b.Run("table", func(b *testing.B) { benchMarginal(b, 13500, 45000, 8, 10, 0, 2.4) })
+	b.Run("recompute", func(b *testing.B) { benchMarginal(b, 13500, 45000, 8, 10, -1, 2.4) })
+	b.Run("logspace/table", func(b *testing.B) { benchMarginal(b, 13500, 45000, 8, 10, 0, math.Inf(1)) })
+}
+
+func BenchmarkMarginalEpochSmall(b *testing.B) {
+	b.Run("table", func(b *testing.B) { benchMarginal(b, 2000, 5000, 8, 10, 0, 2.4) })
+	b.Run("recompute", func(b *testing.B) { benchMarginal(b, 2000, 5000, 8, 10, -1, 2.4) })
+	b.Run("logspace/recompute", func(b *testing.B) { benchMarginal(b, 2000, 5000, 8, 10, -1, math.Inf(1)) })
+}
+
+// BenchmarkMarginalSetup times building the N×M table at the MNIST scale.
+func BenchmarkMarginalSetup(b *testing.B) {
+	spec := synthSpec{K: 10, D: 8, M: 45000, N: 13500, Means: randomMeans(1, 10, 8, 2), Sigma: 1, L: 10, EpsX: 5.6, EpsY: 2.4, Seed: 1}
+	data := spec.make()
+	std := fitStandardiser(data.aux, 8)
+	nt := newNet([]int{8, 50, 10})
+	pr := newPrior(nt, std, data.aux, data.r)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := newMset(context.Background(), pr, data.train.Noisy, data.train.Labels, data.b, true, workers()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchForward(b *testing.B, n, d, k int) {
+	r := rand.New(rand.NewPCG(1, 2))
+	x := make([][]float32, n)
+	y := make([]int, n)
+	for i := range x {
+		x[i] = make([]float32, d)
+		for j := range x[i] {
+			x[i][j] = float32(r.NormFloat64())
+		}
+		y[i] = r.IntN(k)
+	}
+	cfg := DefaultConfig()
+	sizes, _ := netSizes(d, cfg.Hidden, k)
+	nt := newNet(sizes)
+	nt.init(rand.New(rand.NewPCG(1, streamInit)))
+	tr := newForwardTrainer(nt, fitStandardiser(x, d), ForwardData{X: x, Labels: y, R: KRRMatrix(1, k)}, ForwardData{}, cfg.BatchSize)
+	rows := allRows(n)
+	grad := make([]float64, len(nt.params))
+	opt := newAdam(len(nt.params), cfg.LR)
+	b.ResetTimer()
+	for range b.N {
+		for b0 := 0; b0 < n; b0 += cfg.BatchSize {
+			tr.lossGrad(nt, rows[b0:min(n, b0+cfg.BatchSize)], grad)
+			opt.step(nt.params, grad)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkForwardEpoch is one epoch of the forward objective on 13,500
+// rows: 8-dim latents and 784-dim noisy pixels.
+func BenchmarkForwardEpoch(b *testing.B) {
+	b.Run("d=8", func(b *testing.B) { benchForward(b, 13500, 8, 10) })
+	b.Run("d=784", func(b *testing.B) { benchForward(b, 13500, 784, 10) })
+}
+
+var sinkF32 float32
+
+func BenchmarkFastExp(b *testing.B) {
+	xs := make([]float32, 4096)
+	for i := range xs {
+		xs[i] = -float32(i%80) - 0.37
+	}
+	b.Run("fexp", func(b *testing.B) {
+		s := float32(0)
+		for i := range b.N {
+			s += fexp(xs[i&4095])
+		}
+		sinkF32 = s
+	})
+	b.Run("math.Exp", func(b *testing.B) {
+		s := float32(0)
+		for i := range b.N {
+			s += float32(math.Exp(float64(xs[i&4095])))
+		}
+		sinkF32 = s
+	})
+}
