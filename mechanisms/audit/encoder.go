@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -52,6 +53,10 @@ func hostClip(enc Encoder, set mechanisms.OutputSet, x []float64) ([]float64, er
 	return c, nil
 }
 
+// releasedPairs is how many of the farthest-apart candidate pairs Released
+// tries.
+const releasedPairs = 3
+
 // anchorTries is how many times Encoded encodes a candidate before taking
 // it to be refused.
 const anchorTries = 8
@@ -84,7 +89,7 @@ func Encoded(enc Encoder, set mechanisms.OutputSet, r mechanisms.VectorRandomise
 			}
 		}
 	}
-	return hostPlan(fmt.Sprintf("encoder → clip → %s on %s", r.Name(), describeSet(set)), HostRelease(enc, set, r), r, inputs, anchors)
+	return hostPlan(fmt.Sprintf("encoder → clip → %s on %s", r.Name(), describeSet(set)), HostRelease(enc, set, r), r, inputs, anchors, nil, 1)
 }
 
 // Released returns the audit plan for a host path whose encodings cannot be
@@ -97,7 +102,8 @@ func Encoded(enc Encoder, set mechanisms.OutputSet, r mechanisms.VectorRandomise
 // It proceeds as [Encoded], with each candidate's clipped encoding
 // estimated as the mean of pilot releases (the randomisers are unbiased),
 // clipped into r's set; a candidate all of whose pilot releases are refused
-// counts as refused. The pilot releases are not used by the audit itself.
+// counts as refused. As the estimates are noisy, the three pairs whose
+// estimates lie farthest apart are all tried (the selection half chooses). The pilot releases are not used by the audit itself.
 // It returns an error if every candidate is refused.
 func Released(name string, release func(x []float64, src mechanisms.Source) ([]float64, error), r mechanisms.VectorRandomiser, inputs [][]float64, pilot int, src mechanisms.Source) (Mechanism, error) {
 	if pilot < 1 {
@@ -108,9 +114,11 @@ func Released(name string, release func(x []float64, src mechanisms.Source) ([]f
 	}
 	set := r.Set()
 	anchors := make([][]float64, len(inputs))
+	ses := make([][]float64, len(inputs))
 	var lastErr error
 	for i, x := range inputs {
 		sum := make([]float64, set.Dim())
+		sq := make([]float64, set.Dim())
 		n := 0
 		for range pilot {
 			y, err := release(x, src)
@@ -126,14 +134,18 @@ func Released(name string, release func(x []float64, src mechanisms.Source) ([]f
 			}
 			for j, v := range y {
 				sum[j] += v
+				sq[j] += v * v
 			}
 			n++
 		}
 		if n == 0 {
 			continue
 		}
+		ses[i] = sq
 		for j := range sum {
 			sum[j] /= float64(n)
+			// The standard error of the mean (0 for a single release).
+			sq[j] = math.Sqrt(math.Max(sq[j]/float64(n)-sum[j]*sum[j], 0) / float64(max(n-1, 1)))
 		}
 		c, err := set.Clip(sum)
 		if err != nil {
@@ -144,12 +156,16 @@ func Released(name string, release func(x []float64, src mechanisms.Source) ([]f
 	if !slices.ContainsFunc(anchors, func(a []float64) bool { return a != nil }) {
 		return Mechanism{}, fmt.Errorf("audit: %s: every candidate input was refused, e.g. %w", name, lastErr)
 	}
-	return hostPlan(name, release, r, inputs, anchors)
+	return hostPlan(name, release, r, inputs, anchors, ses, releasedPairs)
 }
 
 // hostPlan builds the plan of [Encoded] and [Released] from the candidates
-// and their clipped encodings (nil: refused).
-func hostPlan(name string, release func([]float64, mechanisms.Source) ([]float64, error), r mechanisms.VectorRandomiser, inputs, anchors [][]float64) (Mechanism, error) {
+// and their clipped encodings (nil: refused), trying the top pairs whose
+// encodings are farthest apart. If the encodings are estimates, ses holds
+// their standard errors: coordinates in which two estimates differ by less
+// than 2 standard errors are taken to be equal (so the projection ignores
+// them rather than betting on noise), unless that leaves no pair apart.
+func hostPlan(name string, release func([]float64, mechanisms.Source) ([]float64, error), r mechanisms.VectorRandomiser, inputs, anchors, ses [][]float64, top int) (Mechanism, error) {
 	if len(inputs) < 2 {
 		return Mechanism{}, fmt.Errorf("audit: the host path needs at least two candidate inputs")
 	}
@@ -162,40 +178,70 @@ func hostPlan(name string, release func([]float64, mechanisms.Source) ([]float64
 			released = append(released, i)
 		}
 	}
-	// Anchors for the partitions: the farthest-apart clipped encodings, or
-	// the set's own extreme points if fewer than two differ.
-	bi, bj, bd := -1, -1, 0.0
-	for a, i := range released {
-		for _, j := range released[a+1:] {
-			if d := distance(set, anchors[i], anchors[j]); d > bd {
-				bi, bj, bd = i, j, d
+	// The candidate pairs farthest apart (top of them), each with the
+	// partitions between its two clipped encodings.
+	type cand struct {
+		i, j int
+		d    float64
+	}
+	var cands []cand
+	clean := ses != nil
+	same := func(i, j, k int) bool {
+		return clean && math.Abs(anchors[i][k]-anchors[j][k]) < 2*math.Hypot(ses[i][k], ses[j][k])
+	}
+	// other returns j's anchor with the coordinates that do not differ
+	// significantly from i's set to i's.
+	other := func(i, j int) []float64 {
+		b := slices.Clone(anchors[j])
+		for k := range b {
+			if same(i, j, k) {
+				b[k] = anchors[i][k]
 			}
 		}
+		return b
 	}
-	var ax, ay []float64
-	if bi >= 0 {
-		ax, ay = anchors[bi], anchors[bj]
+	for range 2 {
+		for a, i := range released {
+			for _, j := range released[a+1:] {
+				if d := distance(set, anchors[i], other(i, j)); d > 0 {
+					cands = append(cands, cand{i, j, d})
+				}
+			}
+		}
+		if len(cands) > 0 || !clean {
+			break
+		}
+		clean = false // no estimate differs significantly: take them as they are
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int { return cmp.Compare(b.d, a.d) })
+	var pairs []Pair
+	for _, c := range cands[:min(top, len(cands))] {
+		parts, err := partitionsFor(r, anchors[c.i], other(c.i, c.j))
+		if err != nil {
+			return Mechanism{}, err
+		}
+		pairs = append(pairs, Pair{Name: fmt.Sprintf("candidates %d vs %d (clipped encodings %.3g set-widths apart)", c.i, c.j, c.d), X: inputs[c.i], Y: inputs[c.j], Partitions: parts})
+	}
+	// Partitions for the pairs below: the first pair's, or between the
+	// set's own extreme points.
+	var parts []Partition
+	if len(pairs) > 0 {
+		parts = pairs[0].Partitions
 	} else {
 		v, err := Vector(r)
 		if err != nil {
 			return Mechanism{}, err
 		}
-		ax, ay = v.Pairs[0].X, v.Pairs[0].Y
-	}
-	parts, err := partitionsFor(r, ax, ay)
-	if err != nil {
-		return Mechanism{}, err
-	}
-	var pairs []Pair
-	if bi >= 0 {
-		pairs = append(pairs, Pair{Name: fmt.Sprintf("inputs %d vs %d (clipped encodings %.3g set-widths apart)", bi, bj, bd), X: inputs[bi], Y: inputs[bj], Partitions: parts})
+		if parts, err = partitionsFor(r, v.Pairs[0].X, v.Pairs[0].Y); err != nil {
+			return Mechanism{}, err
+		}
 	}
 	if len(refused) > 0 && len(released) > 0 {
 		i, j := refused[0], released[0]
-		pairs = append(pairs, Pair{Name: fmt.Sprintf("inputs %d (refused) vs %d (released)", i, j), X: inputs[i], Y: inputs[j], Partitions: parts})
+		pairs = append(pairs, Pair{Name: fmt.Sprintf("candidates %d (refused) vs %d (released)", i, j), X: inputs[i], Y: inputs[j], Partitions: parts})
 	}
 	if len(pairs) == 0 { // every candidate refused, or all encode to one point
-		pairs = append(pairs, Pair{Name: "inputs 0 vs 1", X: inputs[0], Y: inputs[1], Partitions: parts})
+		pairs = append(pairs, Pair{Name: "candidates 0 vs 1", X: inputs[0], Y: inputs[1], Partitions: parts})
 	}
 	return Mechanism{
 		Name:      name,
