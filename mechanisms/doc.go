@@ -38,10 +38,11 @@
 // floating-point claims exactly (with math/big): every Laplace output is a
 // multiple of its grid step, inputs that differ in their low-order bits
 // give identical releases for the same random bits, and an exact-support
-// attacker that is certain of the input on 25–90% of a textbook sampler's
-// releases is never certain on Laplace's. Package mechanisms/audit (and
-// "ldpsql audit") estimates each randomiser's privacy loss from samples and
-// tests it against EffectiveEpsilon at confidence 1 − 10⁻⁶.
+// attacker that is certain of the input on a quarter to nine tenths of a
+// textbook sampler's releases is never certain on Laplace's. Package
+// mechanisms/audit (and "ldpsql audit") estimates each randomiser's privacy
+// loss from samples and tests it against EffectiveEpsilon at confidence
+// 1 − 10⁻⁶.
 //
 // # Randomness
 //

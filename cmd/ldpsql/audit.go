@@ -38,8 +38,8 @@ MECHANISM is one of
   encode:NAME   the registered mechanism NAME in --db, through LDP_ENCODE_JSON itself (its plugin
                 encoder, the host's clip into the recorded set, --randomiser): the inputs are
                 candidates (--inputs, or ±10⁶ along a few directions), each encoding is estimated
-                from --pilot releases, and the two whose encodings lie farthest apart are audited
-                (with a candidate whose statement fails, if any, against one that succeeds)`,
+                from --pilot releases, and the three pairs whose encodings lie farthest apart are
+                tried (and a candidate whose statement fails, if any, against one that succeeds)`,
 		`  ldpsql audit krr --eps 1
   ldpsql audit laplace-box --eps 2 --dim 6 --samples 2000000
   ldpsql audit all --eps 1 --seed 1
