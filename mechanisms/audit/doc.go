@@ -68,5 +68,8 @@
 // cannot raise the loss, because of the clip. A refusal (the host fails the
 // statement) is an outcome the caller sees, so the audit counts it as one
 // ([ErrRefused]): an encoder that returns NaN for some inputs only makes
-// the error itself reveal the input, and the audit fails it.
+// the error itself reveal the input, and the audit fails it. [Released]
+// does the same for a path seen only through its releases, estimating the
+// encodings from pilot releases: "ldpsql audit encode:NAME" runs it on
+// LDP_ENCODE_JSON itself.
 package audit
