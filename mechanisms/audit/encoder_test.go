@@ -97,7 +97,7 @@ func TestAuditEncoderRefusalChannel(t *testing.T) {
 		},
 	} {
 		res := audit(t, must(Encoded(enc, ball, r, candidates)), n, 620+uint64(i))
-		if res.Pass || !strings.Contains(res.Pair, "refused") || !math.IsInf(res.Point, 1) {
+		if res.Pass || !strings.Contains(res.Pair, "(refused)") || !math.IsInf(res.Point, 1) {
 			t.Errorf("input-dependent refusal: %v, want FAIL on the refused-vs-released pair", res)
 		}
 	}
