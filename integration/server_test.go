@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,6 +62,16 @@ type server struct {
 	addr   string
 	stderr *strings.Builder
 	exited chan error
+
+	outMu sync.Mutex
+	out   strings.Builder // what the server printed on stdout
+}
+
+// stdoutText returns what the server has printed on stdout so far.
+func (s *server) stdoutText() string {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	return s.out.String()
 }
 
 var listeningRE = regexp.MustCompile(`listening on (\S+)`)
@@ -84,6 +95,9 @@ func startServer(t testing.TB, dbPath string, extraArgs ...string) *server {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			s.outMu.Lock()
+			s.out.WriteString(sc.Text() + "\n")
+			s.outMu.Unlock()
 			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
 				lines <- m[1]
 			}

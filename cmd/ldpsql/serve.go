@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,8 +27,16 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		"password of user root (default $LDPSQL_ROOT_PASSWORD); empty is allowed only on loopback addresses")
 	pluginTimeout := fs.Duration("plugin-timeout", 30*time.Second, "longest an encoder plugin call may take before the plugin is killed (restarted at the next call)")
 	pluginDir := fs.String("plugin-dir", "", "directory of the built-in plugin binaries (default $LDPSQL_PLUGIN_DIR, else beside this executable)")
+	debugAddr := fs.String("debug-addr", "", "loopback address for Go's profiling endpoints (/debug/pprof/); off by default")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *debugAddr != "" {
+		addr, err := serveDebug(*debugAddr)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "ldpsql debug endpoints on http://%s/debug/pprof/\n", addr)
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "ldpsql: "+format+"\n", a...) }
 	e, err := openEngine(*db, udf.Config{PluginDir: *pluginDir, Logf: logf, PluginCallTimeout: *pluginTimeout})
@@ -60,4 +71,25 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stderr, "ldpsql: database closed cleanly")
 	return nil
+}
+
+// serveDebug serves Go's profiling endpoints (goroutine counts, CPU and heap profiles) on a loopback
+// address only: they reveal the server's internals, never data, but are no business of remote clients.
+func serveDebug(addr string) (string, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--debug-addr %q: %v", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", fmt.Errorf("--debug-addr %q: the profiling endpoints are served on a loopback address only", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	go func() { _ = http.Serve(ln, mux) }()
+	return ln.Addr().String(), nil
 }
