@@ -64,6 +64,7 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	e.OnClose(h.Close)
 	mechs := newMechanisms(e.Catalog, h)
 	mechs.callTimeout = cfg.PluginCallTimeout
+	mechs.warn = logf
 	e.Provider.RegisterFunction(Functions()...)
 	e.Provider.RegisterFunction(
 		sql.FunctionN{Name: "ldp_vector", Fn: NewLDPVector},

@@ -23,6 +23,7 @@ type Mechanisms struct {
 	catalog     *engine.Catalog
 	host        *host.Host
 	callTimeout time.Duration
+	warn        func(format string, args ...any) // the server log
 
 	mu       sync.Mutex
 	resolved map[string]*resolvedMechanism
@@ -32,7 +33,9 @@ type Mechanisms struct {
 type resolvedMechanism struct {
 	record engine.Mechanism
 	desc   sdk.Description // as recorded at registration: the set the host enforces
+	set    mechanisms.OutputSet
 	plugin *host.Plugin
+	warn   func(format string, args ...any)
 
 	randMu      sync.Mutex
 	randomisers map[randKey]mechanisms.VectorRandomiser
@@ -98,7 +101,11 @@ func (m *Mechanisms) resolve(ctx context.Context, name string) (*resolvedMechani
 		return nil, fmt.Errorf("mechanism %q: the plugin now declares dimensions %d -> %d, registered as %d -> %d; register it again",
 			name, live.InputDim, live.OutputDim, desc.InputDim, desc.OutputDim)
 	}
-	r = &resolvedMechanism{record: rec, desc: desc, plugin: p, randomisers: map[randKey]mechanisms.VectorRandomiser{}}
+	set, err := outputSet(desc)
+	if err != nil {
+		return nil, fmt.Errorf("mechanism %q: %w", name, err)
+	}
+	r = &resolvedMechanism{record: rec, desc: desc, set: set, plugin: p, warn: m.warn, randomisers: map[randKey]mechanisms.VectorRandomiser{}}
 	m.mu.Lock()
 	m.resolved[name] = r
 	m.mu.Unlock()
@@ -165,19 +172,39 @@ func (r *resolvedMechanism) privatise(ctx context.Context, rows [][]float32, ran
 	src := mechanisms.CryptoSource()
 	out := make([][]float64, len(enc))
 	x := make([]float64, r.desc.OutputDim)
+	var faulty int
 	for i, z := range enc {
-		if len(z) != len(x) {
-			return nil, fmt.Errorf("mechanism %q returned an encoding of %d values, registered output dimension %d", r.record.Name, len(z), len(x))
+		ok := len(z) == len(x)
+		for j := 0; ok && j < len(z); j++ {
+			x[j] = float64(z[j])
+			ok = !math.IsNaN(x[j]) && !math.IsInf(x[j], 0)
 		}
-		for j, v := range z {
-			x[j] = float64(v)
-			if math.IsNaN(x[j]) || math.IsInf(x[j], 0) {
-				return nil, fmt.Errorf("mechanism %q returned a non-finite value (%v) in the encoding of row %d: the plugin is faulty", r.record.Name, v, i+1)
-			}
+		if !ok {
+			// A row the plugin could not encode must not fail the statement: which rows fail would be
+			// a channel around the randomiser (a plugin returning NaN only for some inputs would reveal
+			// them). The row is released as if it had encoded to the set's centre, which is ε-LDP
+			// like any other point of the set, and the DBA is told in the server log.
+			centre(r.set, x)
+			faulty++
 		}
 		if out[i], err = rnd.Randomise(x, src); err != nil {
 			return nil, fmt.Errorf("mechanism %q: %w", r.record.Name, err)
 		}
 	}
+	if faulty > 0 && r.warn != nil {
+		r.warn("mechanism %q: the plugin returned %d non-finite or wrong-length encodings in a batch of %d; those rows were released from the output set's centre (the plugin is faulty)", r.record.Name, faulty, len(enc))
+	}
 	return out, nil
+}
+
+// centre writes the centre of set into x: the origin of an ℓ1 ball, the midpoint of a box.
+func centre(set mechanisms.OutputSet, x []float64) {
+	for j := range x {
+		x[j] = 0
+	}
+	if b, ok := set.(mechanisms.Box); ok {
+		for j := range x {
+			x[j] = b.Lo[j] + (b.Hi[j]-b.Lo[j])/2
+		}
+	}
 }
