@@ -43,6 +43,8 @@ type Engine struct {
 	Catalog *Catalog
 	// Jobs runs background jobs and records them in ldp_jobs.
 	Jobs *Jobs
+	// Ledger records the privacy budgets of protected tables and every release charged to them.
+	Ledger *Ledger
 	// DuckDB is the underlying DuckDB handle. Writing to ldpsql's tables through it directly bypasses the
 	// engine's caches (schemas, row counts): only bulk-load a table this way right after creating it.
 	DuckDB *gosql.DB
@@ -123,6 +125,11 @@ func (e *Engine) init(opts []Option) error {
 	if e.Jobs, err = newJobs(e.DuckDB); err != nil {
 		return fmt.Errorf("recovering jobs: %w", err)
 	}
+	if e.Ledger, err = newLedger(e.DuckDB); err != nil {
+		return fmt.Errorf("opening the privacy ledger: %w", err)
+	}
+	p.ledger = e.Ledger
+	e.OnClose(e.Ledger.close)
 	if err := e.ensureDefaultDatabase(); err != nil {
 		return err
 	}

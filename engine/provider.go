@@ -33,6 +33,8 @@ type Provider struct {
 
 	functions  map[string]sql.Function // by lower-case name
 	procedures sql.ExternalStoredProcedureRegistry
+
+	ledger *Ledger
 }
 
 var _ sql.MutableDatabaseProvider = (*Provider)(nil)

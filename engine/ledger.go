@@ -1,0 +1,729 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	gosql "database/sql"
+	"database/sql/driver"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// The privacy ledger.
+//
+// A table becomes protected when a DBA gives it a budget (CALL ldp_set_budget). Its rows are grouped into
+// privacy units, identified by a unit key (the values of the table's unit columns: its primary key unless
+// the DBA named others). Every unit has the table's per-unit budget ε_total. A release of a unit's data
+// (one LDP_ENCODE, FLIP_LABEL, ldp_privatize row, or a private-validation bit) charges its ε to the unit,
+// and the charge is recorded before the release leaves the engine. A statement whose charges would take
+// any unit over its budget fails and releases nothing.
+//
+// In the table's default mode, 'memoise', a release is recorded with its input digest (SHA-256 of the
+// canonical input value, the mechanism, the randomiser, ε and K; see InputDigest) and its bytes; asking
+// again for the release of the same unit's same value through the same mechanism at the same ε returns
+// the recorded release: no new noise, no new charge (repeating a release reveals nothing new). In 'charge'
+// mode every release draws fresh noise and is charged.
+//
+// The ledger lives in three catalog tables, readable by a DBA only: ldp_budget (one row per protected
+// table), ldp_budget_units (the ε each unit has spent) and ldp_releases (every release: what, when, by
+// whom, at which ε, with the bytes that memoisation returns).
+//
+// Charging is atomic and serialised: one engine process owns the DuckDB file, Charge holds a mutex, and
+// all of one call's charges (any number of units, of any number of tables) are checked and written in one
+// DuckDB transaction, in bulk (an appender into a temporary table, one budget check, one upsert), so
+// concurrent statements can never over-spend a unit and a failed check writes nothing.
+//
+// The Go API, for code that releases data outside the SQL functions (the classifier's private
+// validation, for example):
+//
+//	b, ok := e.Ledger.Budget(engine.TableRef{Database: "ldpsql", Table: "t"}) // is the table protected?
+//	digest := engine.InputDigest(canonicalInput, "k-rr", "warner", eps, 2)
+//	memo, _ := e.Ledger.Memo(ctx, b.TableRef, []engine.MemoKey{{Unit: unit, Digest: digest}}) // memoise mode only
+//	err := e.Ledger.Charge(ctx, releasedBy, []engine.Charge{{Table: b.TableRef, Unit: unit, Eps: eps,
+//		Function: "train_noisy_classifier", Mechanism: "k-rr", Randomiser: "warner", Digest: digest, Release: bytes}})
+//
+// Charge before anything derived from the releases is returned; a *BudgetError means nothing may be
+// returned. A unit's key is UnitKey(values of its unit columns...).
+
+// Budget modes (ldp_budget.mode).
+const (
+	// BudgetMemoise returns the recorded release when the same unit's same value is released again
+	// through the same mechanism at the same ε, and charges nothing for it. The default.
+	BudgetMemoise = "memoise"
+	// BudgetCharge draws fresh noise for every release and charges every one.
+	BudgetCharge = "charge"
+)
+
+// budgetSlack absorbs floating-point rounding when charges add up to exactly the budget (0.1 + 0.2).
+const budgetSlack = 1e-9
+
+const createLedgerTables = `
+CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.ldp_budget (
+	db VARCHAR NOT NULL,
+	table_name VARCHAR NOT NULL,
+	eps_total DOUBLE NOT NULL,
+	mode VARCHAR NOT NULL,
+	unit_columns VARCHAR NOT NULL,
+	set_by VARCHAR NOT NULL,
+	set_at TIMESTAMP NOT NULL,
+	PRIMARY KEY (db, table_name));
+COMMENT ON COLUMN ` + CatalogSchema + `.ldp_budget.unit_columns IS 'ldpsql:{"type":"json"}';
+CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.ldp_budget_units (
+	db VARCHAR NOT NULL,
+	table_name VARCHAR NOT NULL,
+	unit_key VARCHAR NOT NULL,
+	spent DOUBLE NOT NULL,
+	releases BIGINT NOT NULL,
+	last_release_at TIMESTAMP NOT NULL);
+CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.ldp_releases (
+	id BIGINT NOT NULL,
+	db VARCHAR NOT NULL,
+	table_name VARCHAR NOT NULL,
+	unit_key VARCHAR NOT NULL,
+	function_name VARCHAR NOT NULL,
+	mechanism VARCHAR NOT NULL,
+	randomiser VARCHAR NOT NULL,
+	eps DOUBLE NOT NULL,
+	input_digest VARCHAR NOT NULL,
+	released_value BLOB,
+	released_by VARCHAR NOT NULL,
+	released_at TIMESTAMP NOT NULL,
+	memo_key BIGINT NOT NULL);
+`
+
+// LedgerTables are the catalog tables of the ledger; SQL clients other than a DBA may not read them.
+var LedgerTables = []string{"ldp_budget", "ldp_budget_units", "ldp_releases"}
+
+// TableRef names a table: its database and its name.
+type TableRef struct{ Database, Table string }
+
+func (t TableRef) String() string { return t.Database + "." + t.Table }
+
+func (t TableRef) key() string {
+	return strings.ToLower(t.Database) + "\x00" + strings.ToLower(t.Table)
+}
+
+// Budget is a protected table's privacy budget (one row of ldp_budget).
+type Budget struct {
+	TableRef
+	// EpsTotal is every unit's budget: the most ε all releases of one unit may add up to.
+	EpsTotal float64
+	// Mode is BudgetMemoise or BudgetCharge.
+	Mode string
+	// UnitColumns identify a unit: the table's primary key unless the DBA named others.
+	UnitColumns []string
+	SetBy       string
+	SetAt       time.Time
+}
+
+// Charge is one release to record: ε charged to one unit of a protected table.
+type Charge struct {
+	Table TableRef
+	// Unit is the unit's key, UnitKey(values of the unit columns...).
+	Unit string
+	// Eps is the ε of the release, > 0.
+	Eps float64
+	// Function, Mechanism and Randomiser describe the release for ldp_releases (e.g. "LDP_ENCODE",
+	// "my_pca", "laplace"; "FLIP_LABEL", "k-rr", "k-rr").
+	Function, Mechanism, Randomiser string
+	// Digest is InputDigest of the released input; with Unit it is the memoisation key.
+	Digest string
+	// Release is the released value, returned by Memo for a later identical release; nil records the
+	// release without making it memoisable.
+	Release []byte
+}
+
+// MemoKey identifies a memoised release: a unit and the digest of its released input.
+type MemoKey struct{ Unit, Digest string }
+
+// ErrNotProtected is returned when charging a table that has no budget.
+var ErrNotProtected = errors.New("table has no privacy budget")
+
+// BudgetError is the error of a Charge that would take units over their budget; nothing was charged.
+type BudgetError struct {
+	Table TableRef
+	// Over is how many units would go over their budget, of the Units the charge touched in Table.
+	Over, Units int
+	// Remaining is the least budget left among the units that would go over, of Total per unit.
+	Remaining, Total float64
+	// Largest is the largest ε the charge asked of one unit.
+	Largest float64
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("ldp budget exceeded: %d of %d units of table %s would go over their budget "+
+		"(remaining ε %s of %s; this statement charges up to ε %s per unit); nothing was released",
+		e.Over, e.Units, e.Table, fmtEps(e.Remaining), fmtEps(e.Total), fmtEps(e.Largest))
+}
+
+func fmtEps(x float64) string {
+	if math.Abs(x) < 1e-12 {
+		x = 0
+	}
+	return strconv.FormatFloat(x, 'g', 6, 64)
+}
+
+// Ledger is the privacy-budget ledger of one engine (see the comment at the top of this file).
+type Ledger struct {
+	db *gosql.DB
+
+	mu     sync.Mutex // serialises every write: Charge and SetBudget
+	conn   *gosql.Conn
+	nextID int64
+	closed bool
+
+	cacheMu  sync.RWMutex
+	budgets  map[string]Budget // by TableRef.key()
+	memoised map[string]int64  // memoisable releases recorded per table; 0: no lookup needed
+}
+
+func newLedger(db *gosql.DB) (*Ledger, error) {
+	if _, err := db.Exec(createLedgerTables); err != nil {
+		return nil, fmt.Errorf("creating the ledger tables: %w", err)
+	}
+	l := &Ledger{db: db, budgets: map[string]Budget{}, memoised: map[string]int64{}}
+	rows, err := db.Query(`SELECT db, table_name, eps_total, mode, unit_columns, set_by, set_at FROM ` + CatalogSchema + `.ldp_budget`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b Budget
+		var cols string
+		if err := rows.Scan(&b.Database, &b.Table, &b.EpsTotal, &b.Mode, &cols, &b.SetBy, &b.SetAt); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(cols), &b.UnitColumns); err != nil {
+			return nil, fmt.Errorf("ldp_budget of %s: unit_columns %q: %w", b.TableRef, cols, err)
+		}
+		l.budgets[b.key()] = b
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	counts, err := db.Query(`SELECT db, table_name, count(*) FROM ` + CatalogSchema + `.ldp_releases WHERE released_value IS NOT NULL GROUP BY ALL`)
+	if err != nil {
+		return nil, err
+	}
+	defer counts.Close()
+	for counts.Next() {
+		var t TableRef
+		var n int64
+		if err := counts.Scan(&t.Database, &t.Table, &n); err != nil {
+			return nil, err
+		}
+		l.memoised[t.key()] = n
+	}
+	if err := counts.Err(); err != nil {
+		return nil, err
+	}
+	if err := db.QueryRow(`SELECT coalesce(max(id), 0) + 1 FROM ` + CatalogSchema + `.ldp_releases`).Scan(&l.nextID); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Ledger returns the ledger of the engine this provider belongs to.
+func (p *Provider) Ledger() *Ledger { return p.ledger }
+
+// AnyProtected reports whether any table has a budget; while none has, the ledger governs nothing.
+func (l *Ledger) AnyProtected() bool {
+	l.cacheMu.RLock()
+	defer l.cacheMu.RUnlock()
+	return len(l.budgets) > 0
+}
+
+// Budget returns the budget of table t, if it is protected.
+func (l *Ledger) Budget(t TableRef) (Budget, bool) {
+	l.cacheMu.RLock()
+	defer l.cacheMu.RUnlock()
+	b, ok := l.budgets[t.key()]
+	return b, ok
+}
+
+// Budgets lists every protected table's budget, by database and table.
+func (l *Ledger) Budgets() []Budget {
+	l.cacheMu.RLock()
+	out := make([]Budget, 0, len(l.budgets))
+	for _, b := range l.budgets {
+		out = append(out, b)
+	}
+	l.cacheMu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].key() < out[j].key() })
+	return out
+}
+
+// SetBudget protects a table, or changes its budget, mode or unit columns. What its units have spent is
+// kept: lowering EpsTotal below a unit's spending exhausts that unit.
+func (l *Ledger) SetBudget(ctx context.Context, b Budget) error {
+	if math.IsNaN(b.EpsTotal) || math.IsInf(b.EpsTotal, 0) || b.EpsTotal <= 0 {
+		return fmt.Errorf("eps_total = %v must be a finite number > 0", b.EpsTotal)
+	}
+	if b.Mode == "" {
+		b.Mode = BudgetMemoise
+	}
+	if b.Mode != BudgetMemoise && b.Mode != BudgetCharge {
+		return fmt.Errorf("mode %q must be '%s' or '%s'", b.Mode, BudgetMemoise, BudgetCharge)
+	}
+	if len(b.UnitColumns) == 0 {
+		return fmt.Errorf("table %s: a budget needs unit columns (the primary key, or columns the DBA names)", b.TableRef)
+	}
+	if b.SetAt.IsZero() {
+		b.SetAt = time.Now()
+	}
+	b.SetAt = b.SetAt.UTC()
+	cols, _ := json.Marshal(b.UnitColumns)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("the ledger is closed")
+	}
+	if old, ok := l.Budget(b.TableRef); ok {
+		b.TableRef = old.TableRef // keep the spelling recorded first: units are charged under it
+		if !strings.EqualFold(strings.Join(old.UnitColumns, "\x00"), strings.Join(b.UnitColumns, "\x00")) {
+			// Units are keyed by their columns' values: other columns would start every unit afresh.
+			var charged int64
+			if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM `+CatalogSchema+`.ldp_budget_units WHERE db = ? AND table_name = ?`,
+				old.Database, old.Table).Scan(&charged); err != nil {
+				return err
+			}
+			if charged > 0 {
+				return fmt.Errorf("the unit columns of %s (%s) cannot change: %d units have been charged under them",
+					old.TableRef, strings.Join(old.UnitColumns, ", "), charged)
+			}
+		}
+	}
+	if _, err := l.db.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_budget VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		b.Database, b.Table, b.EpsTotal, b.Mode, string(cols), b.SetBy, b.SetAt); err != nil {
+		return err
+	}
+	l.cacheMu.Lock()
+	l.budgets[b.key()] = b
+	l.cacheMu.Unlock()
+	return nil
+}
+
+// Memo returns the recorded releases of the keys asked for in table t (the first recorded, when a unit's
+// value was released more than once in 'charge' mode). Keys without one are absent from the map.
+func (l *Ledger) Memo(ctx context.Context, t TableRef, keys []MemoKey) (map[MemoKey][]byte, error) {
+	out := map[MemoKey][]byte{}
+	b, ok := l.Budget(t)
+	if !ok || len(keys) == 0 {
+		return out, nil
+	}
+	l.cacheMu.RLock()
+	n := l.memoised[b.key()]
+	l.cacheMu.RUnlock()
+	if n == 0 {
+		return out, nil
+	}
+	want := make(map[MemoKey]bool, len(keys))
+	hashes := make([]int64, 0, len(keys))
+	for _, k := range keys {
+		if !want[k] {
+			want[k] = true
+			hashes = append(hashes, memoHash(k.Unit, k.Digest))
+		}
+	}
+	rows, err := l.db.QueryContext(ctx, `SELECT unit_key, input_digest, released_value FROM `+CatalogSchema+`.ldp_releases
+		WHERE memo_key IN (SELECT unnest(?::BIGINT[])) AND db = ? AND table_name = ? AND released_value IS NOT NULL
+		ORDER BY id`, hashes, b.Database, b.Table)
+	if err != nil {
+		return nil, fmt.Errorf("ldp ledger: looking up memoised releases: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k MemoKey
+		var rel []byte
+		if err := rows.Scan(&k.Unit, &k.Digest, &rel); err != nil {
+			return nil, err
+		}
+		if _, seen := out[k]; want[k] && !seen {
+			out[k] = rel
+		}
+	}
+	return out, rows.Err()
+}
+
+// Spent returns what each of units has spent in table t (0 for a unit never charged).
+func (l *Ledger) Spent(ctx context.Context, t TableRef, units []string) (map[string]float64, error) {
+	out := make(map[string]float64, len(units))
+	for _, u := range units {
+		out[u] = 0
+	}
+	b, ok := l.Budget(t)
+	if !ok {
+		return out, nil
+	}
+	rows, err := l.db.QueryContext(ctx, `SELECT unit_key, spent FROM `+CatalogSchema+`.ldp_budget_units
+		WHERE db = ? AND table_name = ? AND unit_key IN (SELECT unnest(?::VARCHAR[]))`, b.Database, b.Table, units)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u string
+		var s float64
+		if err := rows.Scan(&u, &s); err != nil {
+			return nil, err
+		}
+		out[u] = s
+	}
+	return out, rows.Err()
+}
+
+// chargeGroup is what the releases of one call share, staged once instead of once per release.
+type chargeGroup struct {
+	table                           TableRef
+	function, mechanism, randomiser string
+}
+
+// Charge records releases: it charges every charge's ε to its unit and records the release in
+// ldp_releases, all in one DuckDB transaction, or, when any unit would go over its table's budget,
+// charges nothing and returns a *BudgetError. Every table charged must be protected. Concurrent calls
+// are serialised.
+func (l *Ledger) Charge(ctx context.Context, releasedBy string, charges []Charge) error {
+	if len(charges) == 0 {
+		return nil
+	}
+	groupIDs := map[chargeGroup]int32{}
+	var groups []chargeGroup
+	gid := make([]int32, len(charges))
+	for i := range charges {
+		c := &charges[i]
+		if math.IsNaN(c.Eps) || math.IsInf(c.Eps, 0) || c.Eps <= 0 {
+			return fmt.Errorf("ldp ledger: charge of ε = %v to unit %q of %s: ε must be finite and > 0", c.Eps, c.Unit, c.Table)
+		}
+		b, ok := l.Budget(c.Table)
+		if !ok {
+			return fmt.Errorf("ldp ledger: %w: %s", ErrNotProtected, c.Table)
+		}
+		g := chargeGroup{b.TableRef, c.Function, c.Mechanism, c.Randomiser} // the recorded spelling of the table
+		id, ok := groupIDs[g]
+		if !ok {
+			id = int32(len(groups))
+			groupIDs[g] = id
+			groups = append(groups, g)
+		}
+		gid[i] = id
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("ldp ledger: the engine is closing; nothing was released")
+	}
+	if err := l.openConn(ctx); err != nil {
+		return fmt.Errorf("ldp ledger: %w", err)
+	}
+	err := l.chargeTx(ctx, releasedBy, charges, groups, gid)
+	if err != nil {
+		if _, rbErr := l.conn.ExecContext(context.Background(), "ROLLBACK"); rbErr != nil && !strings.Contains(rbErr.Error(), "no transaction is active") {
+			// The connection is in an unknown state: start afresh next time.
+			_ = l.conn.Close()
+			l.conn = nil
+		}
+		var be *BudgetError
+		if errors.As(err, &be) {
+			return err
+		}
+		return fmt.Errorf("ldp ledger: charging %d releases: %w; nothing was released", len(charges), err)
+	}
+	l.nextID += int64(len(charges))
+	l.cacheMu.Lock()
+	for i, c := range charges {
+		if c.Release != nil {
+			l.memoised[groups[gid[i]].table.key()]++
+		}
+	}
+	l.cacheMu.Unlock()
+	return nil
+}
+
+// openConn opens the connection charges run on, with its staging tables (temporary, so private to it).
+func (l *Ledger) openConn(ctx context.Context) error {
+	if l.conn != nil {
+		return nil
+	}
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, `
+		CREATE TEMP TABLE IF NOT EXISTS ldp_charge_groups (g INTEGER, db VARCHAR, table_name VARCHAR, function VARCHAR, mechanism VARCHAR, randomiser VARCHAR);
+		CREATE TEMP TABLE IF NOT EXISTS ldp_charge_stage (g INTEGER, unit_key VARCHAR, eps DOUBLE, input_digest VARCHAR, release BLOB, memo_key BIGINT);
+		CREATE TEMP TABLE IF NOT EXISTS ldp_charge_units (db VARCHAR, table_name VARCHAR, unit_key VARCHAR, eps DOUBLE, n BIGINT);`); err != nil {
+		_ = conn.Close()
+		return err
+	}
+	l.conn = conn
+	return nil
+}
+
+// chargeTx stages the releases (an appender: no statement per row), checks every unit against its
+// budget in one query, and charges and records them in bulk, in one transaction.
+func (l *Ledger) chargeTx(ctx context.Context, releasedBy string, charges []Charge, groups []chargeGroup, gid []int32) error {
+	conn := l.conn
+	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
+		return err
+	}
+	if err := appendRows(conn, "temp", "main", "ldp_charge_groups", len(groups), func(i int) []driver.Value {
+		g := groups[i]
+		return []driver.Value{int32(i), g.table.Database, g.table.Table, g.function, g.mechanism, g.randomiser}
+	}); err != nil {
+		return fmt.Errorf("staging the charges: %w", err)
+	}
+	if err := appendRows(conn, "temp", "main", "ldp_charge_stage", len(charges), func(i int) []driver.Value {
+		c := &charges[i]
+		var rel driver.Value
+		if c.Release != nil {
+			rel = c.Release
+		}
+		return []driver.Value{gid[i], c.Unit, c.Eps, c.Digest, rel, memoHash(c.Unit, c.Digest)}
+	}); err != nil {
+		return fmt.Errorf("staging the charges: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `INSERT INTO ldp_charge_units
+		SELECT g.db, g.table_name, s.unit_key, sum(s.eps), count(*) FROM ldp_charge_stage s JOIN ldp_charge_groups g ON g.g = s.g GROUP BY ALL`); err != nil {
+		return fmt.Errorf("staging the charges: %w", err)
+	}
+	// One check for every unit of every table: which would go over their budget.
+	over := `coalesce(u.spent, 0) + s.eps > b.eps_total + ` + strconv.FormatFloat(budgetSlack, 'g', -1, 64)
+	rows, err := conn.QueryContext(ctx, `
+		SELECT s.db, s.table_name, count(*), count(*) FILTER (WHERE `+over+`),
+			min(b.eps_total - coalesce(u.spent, 0)) FILTER (WHERE `+over+`), max(b.eps_total), max(s.eps)
+		FROM ldp_charge_units s
+		JOIN `+CatalogSchema+`.ldp_budget b ON b.db = s.db AND b.table_name = s.table_name
+		LEFT JOIN `+CatalogSchema+`.ldp_budget_units u ON u.db = s.db AND u.table_name = s.table_name AND u.unit_key = s.unit_key
+		GROUP BY s.db, s.table_name ORDER BY s.db, s.table_name`)
+	if err != nil {
+		return fmt.Errorf("checking the budgets: %w", err)
+	}
+	var refused *BudgetError
+	for rows.Next() {
+		var e BudgetError
+		var remaining gosql.NullFloat64
+		var units, n int64
+		if err := rows.Scan(&e.Table.Database, &e.Table.Table, &units, &n, &remaining, &e.Total, &e.Largest); err != nil {
+			rows.Close()
+			return err
+		}
+		if n > 0 && refused == nil {
+			e.Units, e.Over, e.Remaining = int(units), int(n), math.Max(remaining.Float64, 0)
+			refused = &e
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if refused != nil {
+		return refused
+	}
+	now := time.Now().UTC()
+	// ldp_budget_units has no primary key (DuckDB's index makes bulk upserts ten times slower): the
+	// mutex keeps one row per unit, updated in bulk where it exists and inserted where it does not.
+	if _, err := conn.ExecContext(ctx, `
+		UPDATE `+CatalogSchema+`.ldp_budget_units u SET spent = u.spent + s.eps, releases = u.releases + s.n, last_release_at = ?
+		FROM ldp_charge_units s WHERE u.db = s.db AND u.table_name = s.table_name AND u.unit_key = s.unit_key`, now); err != nil {
+		return fmt.Errorf("charging the units: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `
+		INSERT INTO `+CatalogSchema+`.ldp_budget_units
+		SELECT db, table_name, unit_key, eps, n, ? FROM ldp_charge_units s WHERE NOT EXISTS (
+			SELECT 1 FROM `+CatalogSchema+`.ldp_budget_units u WHERE u.db = s.db AND u.table_name = s.table_name AND u.unit_key = s.unit_key)`, now); err != nil {
+		return fmt.Errorf("charging the units: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `
+		INSERT INTO `+CatalogSchema+`.ldp_releases
+		SELECT ? + row_number() OVER () - 1, g.db, g.table_name, s.unit_key, g.function, g.mechanism, g.randomiser,
+			s.eps, s.input_digest, s.release, ?, ?, s.memo_key
+		FROM ldp_charge_stage s JOIN ldp_charge_groups g ON g.g = s.g`, l.nextID, releasedBy, now); err != nil {
+		return fmt.Errorf("recording the releases: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, "DELETE FROM ldp_charge_groups; DELETE FROM ldp_charge_stage; DELETE FROM ldp_charge_units"); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "COMMIT")
+	return err
+}
+
+// appendRows appends n rows to a table through DuckDB's appender on conn, inside its open transaction.
+// An empty catalog means the connection's default one.
+func appendRows(conn *gosql.Conn, catalog, schema, table string, n int, row func(int) []driver.Value) error {
+	return conn.Raw(func(dc any) error {
+		var a *duckdb.Appender
+		var err error
+		if catalog == "" {
+			a, err = duckdb.NewAppenderFromConn(dc.(driver.Conn), schema, table)
+		} else {
+			a, err = duckdb.NewAppender(dc.(driver.Conn), catalog, schema, table)
+		}
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if err := a.AppendRow(row(i)...); err != nil {
+				_ = a.Close()
+				return err
+			}
+		}
+		return a.Close()
+	})
+}
+
+// renameStatements are the statements that move a protected table's ledger rows to its new name, run
+// in the transaction that renames the table (none for an unprotected table).
+func (l *Ledger) renameStatements(from, to TableRef) []string {
+	if l == nil {
+		return nil
+	}
+	b, ok := l.Budget(from)
+	if !ok {
+		return nil
+	}
+	var stmts []string
+	for _, t := range LedgerTables {
+		stmts = append(stmts, fmt.Sprintf("UPDATE %s.%s SET table_name = %s WHERE db = %s AND table_name = %s",
+			CatalogSchema, t, quoteString(to.Table), quoteString(b.Database), quoteString(b.Table)))
+	}
+	return stmts
+}
+
+// renamed moves a protected table's budget to its new name in the cache, after the rename committed.
+func (l *Ledger) renamed(from, to TableRef) {
+	if l == nil {
+		return
+	}
+	l.cacheMu.Lock()
+	defer l.cacheMu.Unlock()
+	b, ok := l.budgets[from.key()]
+	if !ok {
+		return
+	}
+	delete(l.budgets, from.key())
+	n := l.memoised[from.key()]
+	delete(l.memoised, from.key())
+	b.Table = to.Table
+	l.budgets[b.key()] = b
+	l.memoised[b.key()] = n
+}
+
+// memoHash is ldp_releases.memo_key: 64 bits of SHA-256 of the unit and the digest, so memo lookups scan
+// one integer column (Memo then compares the unit and the digest themselves).
+func memoHash(unit, digest string) int64 {
+	h := sha256.New()
+	h.Write([]byte(unit))
+	h.Write([]byte{0})
+	h.Write([]byte(digest))
+	var sum [sha256.Size]byte
+	return int64(binary.LittleEndian.Uint64(h.Sum(sum[:0])))
+}
+
+// close releases the ledger's connection; later charges fail.
+func (l *Ledger) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.conn == nil {
+		return nil
+	}
+	err := l.conn.Close()
+	l.conn = nil
+	return err
+}
+
+// UnitKey is the canonical key of a unit from the values of its unit columns: one value as text
+// (integers in decimal, floats shortest round-trip, BLOBs as x'hex', times in UTC RFC 3339), several
+// as a JSON array of those texts. A NULL value is an error: it identifies no unit.
+func UnitKey(values ...any) (string, error) {
+	parts := make([]string, len(values))
+	for i, v := range values {
+		s, err := unitPart(v)
+		if err != nil {
+			return "", err
+		}
+		parts[i] = s
+	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	b, _ := json.Marshal(parts)
+	return string(b), nil
+}
+
+func unitPart(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", errors.New("a unit key is NULL")
+	case string:
+		return x, nil
+	case []byte:
+		return "x'" + hex.EncodeToString(x) + "'", nil
+	case int:
+		return strconv.FormatInt(int64(x), 10), nil
+	case int8:
+		return strconv.FormatInt(int64(x), 10), nil
+	case int16:
+		return strconv.FormatInt(int64(x), 10), nil
+	case int32:
+		return strconv.FormatInt(int64(x), 10), nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case uint8:
+		return strconv.FormatUint(uint64(x), 10), nil
+	case uint16:
+		return strconv.FormatUint(uint64(x), 10), nil
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10), nil
+	case uint64:
+		return strconv.FormatUint(x, 10), nil
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', -1, 32), nil
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64), nil
+	case bool:
+		if x {
+			return "1", nil
+		}
+		return "0", nil
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano), nil
+	case fmt.Stringer:
+		return x.String(), nil
+	}
+	return fmt.Sprint(v), nil
+}
+
+// InputDigest is the hex SHA-256 that identifies a release's input for memoisation: the canonical bytes
+// of the input value (a packed little-endian float32 vector for LDP_ENCODE, a little-endian int64 label
+// for FLIP_LABEL), the mechanism (name and identity), the randomiser, ε and K (0 when there is none).
+// Every field is length-prefixed, so no two inputs share a digest by concatenation.
+func InputDigest(input []byte, mechanism, randomiser string, eps float64, k int) string {
+	h := sha256.New()
+	var n [8]byte
+	field := func(b []byte) {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field([]byte("ldpsql release v1"))
+	field(input)
+	field([]byte(mechanism))
+	field([]byte(randomiser))
+	binary.LittleEndian.PutUint64(n[:], math.Float64bits(eps))
+	h.Write(n[:])
+	binary.LittleEndian.PutUint64(n[:], uint64(int64(k)))
+	h.Write(n[:])
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,237 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func ledgerCharges(t TableRef, n int, eps float64, tag string) []Charge {
+	out := make([]Charge, n)
+	for i := range out {
+		unit, _ := UnitKey(int64(i))
+		out[i] = Charge{Table: t, Unit: unit, Eps: eps, Function: "TEST", Mechanism: "m", Randomiser: "r",
+			Digest: InputDigest([]byte(tag+unit), "m", "r", eps, 0), Release: []byte(tag + unit)}
+	}
+	return out
+}
+
+func countRows(t *testing.T, e *Engine, q string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := e.DuckDB.QueryRow(q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func TestLedgerChargeAndOverspend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.duckdb")
+	e := openT(t, path)
+	ctx := context.Background()
+	tbl := TableRef{Database: "ldpsql", Table: "T"}
+	if err := e.Ledger.Charge(ctx, "root", ledgerCharges(tbl, 1, 1, "a")); !errors.Is(err, ErrNotProtected) {
+		t.Fatalf("charging an unprotected table: %v", err)
+	}
+	for _, bad := range []Budget{
+		{TableRef: tbl, EpsTotal: 0, UnitColumns: []string{"id"}},
+		{TableRef: tbl, EpsTotal: 1, Mode: "sometimes", UnitColumns: []string{"id"}},
+		{TableRef: tbl, EpsTotal: 1},
+	} {
+		if err := e.Ledger.SetBudget(ctx, bad); err == nil {
+			t.Fatalf("SetBudget(%+v) succeeded", bad)
+		}
+	}
+	if err := e.Ledger.SetBudget(ctx, Budget{TableRef: tbl, EpsTotal: 2, UnitColumns: []string{"id"}, SetBy: "root"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := e.Ledger.Budget(TableRef{"LDPSQL", "t"}); !ok || b.Mode != BudgetMemoise || b.Table != "T" {
+		t.Fatalf("budget lookup is case-insensitive and defaults to memoise: %+v %v", b, ok)
+	}
+	// 1 + 0.5 + 0.5 = 2: exactly the budget (with rounding) is allowed.
+	for _, eps := range []float64{1, 0.5, 0.5} {
+		if err := e.Ledger.Charge(ctx, "root", ledgerCharges(tbl, 100, eps, fmt.Sprint(eps))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Over: units 0..99 are exhausted, 100..149 are fresh; nothing of this call is recorded.
+	before := countRows(t, e, "SELECT count(*) FROM ldpsql_catalog.ldp_releases")
+	err := e.Ledger.Charge(ctx, "root", ledgerCharges(tbl, 150, 0.25, "x"))
+	var be *BudgetError
+	if !errors.As(err, &be) || be.Over != 100 || be.Units != 150 || be.Remaining != 0 || be.Total != 2 {
+		t.Fatalf("overspend: %v", err)
+	}
+	for _, want := range []string{"100 of 150 units of table ldpsql.T", "remaining ε 0 of 2", "nothing was released"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+	if n := countRows(t, e, "SELECT count(*) FROM ldpsql_catalog.ldp_releases"); n != before {
+		t.Fatalf("a refused charge recorded %d releases", n-before)
+	}
+	if n := countRows(t, e, "SELECT count(*) FROM ldpsql_catalog.ldp_budget_units WHERE unit_key = '120'"); n != 0 {
+		t.Fatal("a refused charge charged a fresh unit")
+	}
+	spent, err := e.Ledger.Spent(ctx, tbl, []string{"0", "99", "100"})
+	if err != nil || spent["0"] != 2 || spent["99"] != 2 || spent["100"] != 0 {
+		t.Fatalf("spent %v %v", spent, err)
+	}
+	// Memo: the first recorded release of a (unit, digest).
+	keys := []MemoKey{{"5", InputDigest([]byte("15"), "m", "r", 1, 0)}, {"6", "nope"}}
+	memo, err := e.Ledger.Memo(ctx, tbl, keys)
+	if err != nil || string(memo[keys[0]]) != "15" || len(memo) != 1 {
+		t.Fatalf("memo %q %v", memo, err)
+	}
+	// The ledger survives a restart.
+	e.Close()
+	e2 := openT(t, path)
+	if b, ok := e2.Ledger.Budget(tbl); !ok || b.EpsTotal != 2 || b.UnitColumns[0] != "id" {
+		t.Fatalf("budget after restart: %+v %v", b, ok)
+	}
+	if memo, _ := e2.Ledger.Memo(ctx, tbl, keys); string(memo[keys[0]]) != "15" {
+		t.Fatalf("memo after restart: %q", memo)
+	}
+	if err := e2.Ledger.Charge(ctx, "root", ledgerCharges(tbl, 1, 0.1, "y")); !errors.As(err, &be) {
+		t.Fatalf("spending after restart: %v", err)
+	}
+	if err := e2.Ledger.Charge(ctx, "root", ledgerCharges(tbl, 150, 0.1, "y")[100:]); err != nil {
+		t.Fatal(err)
+	}
+	var maxID, n int64
+	e2.DuckDB.QueryRow("SELECT max(id), count(DISTINCT id) FROM ldpsql_catalog.ldp_releases").Scan(&maxID, &n)
+	if maxID != 350 || n != 350 {
+		t.Fatalf("release ids after restart: max %d, %d distinct", maxID, n)
+	}
+}
+
+// Eight concurrent charges of the one unit of a budget that allows three: exactly three succeed.
+func TestLedgerConcurrentChargesNeverOverspend(t *testing.T) {
+	e := openT(t, MemoryPath)
+	ctx := context.Background()
+	tbl := TableRef{Database: "ldpsql", Table: "t"}
+	if err := e.Ledger.SetBudget(ctx, Budget{TableRef: tbl, EpsTotal: 3, Mode: BudgetCharge, UnitColumns: []string{"id"}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.Ledger.Charge(ctx, "root", ledgerCharges(tbl, 1, 1, fmt.Sprint(i)))
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		var be *BudgetError
+		switch {
+		case err == nil:
+			ok++
+		case !errors.As(err, &be):
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	spent, _ := e.Ledger.Spent(ctx, tbl, []string{"0"})
+	if ok != 3 || spent["0"] != 3 || countRows(t, e, "SELECT count(*) FROM ldpsql_catalog.ldp_releases") != 3 {
+		t.Fatalf("%d charges succeeded, spent %v", ok, spent)
+	}
+}
+
+func TestUnitKeyAndDigest(t *testing.T) {
+	for _, tc := range []struct {
+		vals []any
+		want string
+	}{
+		{[]any{int32(42)}, "42"},
+		{[]any{int64(42)}, "42"},
+		{[]any{"a b"}, "a b"},
+		{[]any{[]byte{1, 255}}, "x'01ff'"},
+		{[]any{int64(1), "x"}, `["1","x"]`},
+		{[]any{0.5}, "0.5"},
+	} {
+		if got, err := UnitKey(tc.vals...); err != nil || got != tc.want {
+			t.Errorf("UnitKey(%v) = %q, %v; want %q", tc.vals, got, err, tc.want)
+		}
+	}
+	if _, err := UnitKey(int64(1), nil); err == nil {
+		t.Error("a NULL unit key was accepted")
+	}
+	a := InputDigest([]byte("ab"), "c", "d", 1, 2)
+	for _, other := range []string{
+		InputDigest([]byte("a"), "bc", "d", 1, 2),
+		InputDigest([]byte("ab"), "c", "d", 1.0000001, 2),
+		InputDigest([]byte("ab"), "c", "d", 1, 3),
+		InputDigest([]byte("ab"), "c", "e", 1, 2),
+	} {
+		if other == a {
+			t.Error("different inputs share a digest")
+		}
+	}
+	if len(a) != 64 || a != InputDigest([]byte("ab"), "c", "d", 1, 2) {
+		t.Errorf("digest %q", a)
+	}
+}
+
+// BenchmarkLedger measures charging (and recording) one 60,000-unit release, as a statement releasing
+// 60,000 rows does, into a file-backed ledger (every iteration releases another value of each unit);
+// then looking up memoised releases 4,096 at a time (one batch of LDP_ENCODE) among all of them:
+//
+//	go test -run '^$' -bench Ledger -benchtime 5x ./engine/
+func BenchmarkLedger(b *testing.B) {
+	e, err := Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	tbl := TableRef{Database: "ldpsql", Table: "t"}
+	if err := e.Ledger.SetBudget(ctx, Budget{TableRef: tbl, EpsTotal: 1e9, UnitColumns: []string{"id"}}); err != nil {
+		b.Fatal(err)
+	}
+	const n = 60_000
+	release := make([]byte, 8*8) // an 8-dimensional release, as float64
+	round := 0
+	charges := func() []Charge {
+		round++
+		out := make([]Charge, n)
+		for i := range out {
+			unit, _ := UnitKey(int64(i))
+			out[i] = Charge{Table: tbl, Unit: unit, Eps: 1, Function: "LDP_ENCODE", Mechanism: "pca", Randomiser: "laplace",
+				Digest: InputDigest([]byte(fmt.Sprint(round)), "pca", "laplace", 1, 0), Release: release}
+		}
+		return out
+	}
+	first := charges()
+	if err := e.Ledger.Charge(ctx, "root", first); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("charge_60k", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			c := charges()
+			b.StartTimer()
+			if err := e.Ledger.Charge(ctx, "root", c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "units/s")
+	})
+	memoKeys := make([]MemoKey, 4096)
+	for i := range memoKeys {
+		memoKeys[i] = MemoKey{first[i].Unit, first[i].Digest}
+	}
+	b.Run("memo_lookup_4096", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			m, err := e.Ledger.Memo(ctx, tbl, memoKeys)
+			if err != nil || len(m) != len(memoKeys) {
+				b.Fatalf("%d hits, %v", len(m), err)
+			}
+		}
+		b.ReportMetric(float64(len(memoKeys))*float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
+	})
+}
