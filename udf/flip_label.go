@@ -9,7 +9,7 @@ import (
 	"github.com/ldpsql/ldpsql/mechanisms"
 )
 
-// FlipLabel is FLIP_LABEL(y, eps, K): k-ary randomised response on a label y in 0..K−1. It keeps y with
+// FlipLabel is FLIP_LABEL(y, eps, K [, unit_key]): k-ary randomised response on a label y in 0..K−1. It keeps y with
 // probability e^ε/(e^ε+K−1) and otherwise returns one of the other K−1 labels uniformly, which is
 // eps-LDP for the label. NULL in gives NULL out.
 type FlipLabel struct {
@@ -24,8 +24,10 @@ var _ sql.NonDeterministicExpression = (*FlipLabel)(nil)
 // NewFlipLabel builds FLIP_LABEL(y, eps, K).
 func NewFlipLabel(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	f := &FlipLabel{scalar: scalar{name: "flip_label", args: args}}
-	if err := f.checkArity(3); err != nil {
-		return nil, err
+	if len(args) != 4 { // FLIP_LABEL(y, eps, K, unit_key): the unit key is for the ledger (ledger.go)
+		if err := f.checkArity(3); err != nil {
+			return nil, err
+		}
 	}
 	if lits, ok := literalArgs(args[1], args[2]); ok {
 		if krr, err := f.randomiser(sql.NewEmptyContext(), lits[0], lits[1]); err == nil {

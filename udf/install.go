@@ -75,6 +75,7 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	procs := &procedures{e: e, mechs: mechs, log: logf}
 	e.Provider.RegisterProcedure(procs.details()...)
 	e.Provider.RegisterProcedure(procs.trainingDetails()...)
+	e.Provider.RegisterProcedure(procs.ledgerDetails()...)
 	cls := newClassifiers(procs)
 	e.Provider.RegisterFunction(
 		sql.FunctionN{Name: "train_noisy_classifier", Fn: cls.newTrain},

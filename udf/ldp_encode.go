@@ -10,8 +10,8 @@ import (
 	"github.com/ldpsql/ldpsql/mechanisms"
 )
 
-// LDPEncode is LDP_ENCODE(features, eps, 'mechanism' [, 'randomiser']) and, with asJSON,
-// LDP_ENCODE_JSON. The registered mechanism's encoder plugin maps the features (a packed float32 BLOB or
+// LDPEncode is LDP_ENCODE(features, eps, 'mechanism' [, 'randomiser' [, unit_key]]) and, with asJSON,
+// LDP_ENCODE_JSON. (unit_key matters only for a protected table's data, see ledger.go.) The registered mechanism's encoder plugin maps the features (a packed float32 BLOB or
 // a JSON array) to its latent; the host clips the latent into the output set recorded at registration
 // and the randomiser (default 'laplace') adds noise calibrated to that set, so the release is eps-LDP
 // whatever the plugin does. In a SELECT list, rows are encoded in batches (one plugin call per 4,096
@@ -32,8 +32,8 @@ func newLDPEncode(mechs *Mechanisms, asJSON bool) sql.CreateFuncNArgs {
 		name = "ldp_encode_json"
 	}
 	return func(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
-		if len(args) != 3 && len(args) != 4 {
-			return nil, sql.ErrInvalidArgumentNumber.New(strings.ToUpper(name), "3 or 4", len(args))
+		if len(args) < 3 || len(args) > 5 {
+			return nil, sql.ErrInvalidArgumentNumber.New(strings.ToUpper(name), "3, 4 or 5", len(args))
 		}
 		return &LDPEncode{scalar: scalar{name: name, args: args}, mechs: mechs, asJSON: asJSON}, nil
 	}
@@ -76,7 +76,7 @@ func (f *LDPEncode) EvalBatch(ctx *sql.Context, args [][]any) ([]any, error) {
 	groups := map[encodeGroup][]int{}
 	var order []encodeGroup
 	for i, a := range args {
-		if a[0] == nil || a[1] == nil || a[2] == nil || (len(a) == 4 && a[3] == nil) {
+		if a[0] == nil || a[1] == nil || a[2] == nil || (len(a) >= 4 && a[3] == nil) {
 			continue // NULL in, NULL out
 		}
 		eps, err := toEpsilon(ctx, fn, a[1])
@@ -84,7 +84,7 @@ func (f *LDPEncode) EvalBatch(ctx *sql.Context, args [][]any) ([]any, error) {
 			return nil, err
 		}
 		g := encodeGroup{mechanism: fmt.Sprint(a[2]), randomiser: mechanisms.RandomiserLaplace, eps: eps}
-		if len(a) == 4 {
+		if len(a) >= 4 {
 			g.randomiser = strings.ToLower(fmt.Sprint(a[3]))
 		}
 		if _, seen := groups[g]; !seen {

@@ -403,7 +403,12 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 	}
 	dropTmp := func() { _ = p.exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s.%s", quoteCol(dstDB), quoteCol(tmpName))) }
 	start := time.Now()
-	n, err := p.privatizeRows(ctx, fn, srcDB, srcName, selectCols, len(keyCols), withLabel, mech, randomiser, epsX, krr, dstDB, tmpName)
+	var n int64
+	if b, protected := p.e.Ledger.Budget(engine.TableRef{Database: srcDB, Table: srcName}); protected {
+		n, err = p.privatizeRowsLedger(ctx, fn, b, srcDB, srcName, selectCols, len(keyCols), withLabel, mech, randomiser, epsX, krr, dstDB, tmpName)
+	} else {
+		n, err = p.privatizeRows(ctx, fn, srcDB, srcName, selectCols, len(keyCols), withLabel, mech, randomiser, epsX, krr, dstDB, tmpName)
+	}
 	if err != nil {
 		dropTmp()
 		return nil, err

@@ -1,0 +1,232 @@
+package udf
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/types"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/mechanisms"
+)
+
+// The ledger's procedures: CALL ldp_set_budget (DBA only), and ldp_privatize on a protected source.
+
+func (p *procedures) ledgerDetails() []sql.ExternalStoredProcedureDetails {
+	schema := sql.Schema{
+		{Name: "table", Type: types.LongText},
+		{Name: "eps_total", Type: types.Float64},
+		{Name: "mode", Type: types.LongText},
+		{Name: "unit_columns", Type: types.LongText},
+	}
+	return []sql.ExternalStoredProcedureDetails{
+		{Name: "ldp_set_budget", Schema: schema, AdminOnly: true, Function: func(ctx *sql.Context, table string, eps float64) (sql.RowIter, error) {
+			return p.setBudget(ctx, table, eps, "", "")
+		}},
+		{Name: "ldp_set_budget", Schema: schema, AdminOnly: true, Function: func(ctx *sql.Context, table string, eps float64, mode string) (sql.RowIter, error) {
+			return p.setBudget(ctx, table, eps, mode, "")
+		}},
+		{Name: "ldp_set_budget", Schema: schema, AdminOnly: true, Function: p.setBudget},
+	}
+}
+
+// setBudget is CALL ldp_set_budget('table', eps_total [, 'memoise'|'charge' [, 'unit_col, …']]). It
+// protects the table: every unit (the rows sharing the unit columns' values; by default the primary key)
+// may spend eps_total over all its releases. Called again, it changes the budget; a mode or unit
+// columns left out keep their earlier values (memoise and the primary key at first).
+func (p *procedures) setBudget(ctx *sql.Context, table string, eps float64, mode, unitColumns string) (sql.RowIter, error) {
+	const fn = "ldp_set_budget"
+	dbName, name := splitTable(ctx, table)
+	d, err := p.e.Provider.Database(ctx, dbName)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	t, err := p.table(ctx, dbName, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	ref := engine.TableRef{Database: d.Name(), Table: t.Name()}
+	if strings.EqualFold(ref.Database, engine.CatalogSchema) {
+		return nil, fmt.Errorf("%s: %s is a catalog table", fn, ref)
+	}
+	old, had := p.e.Ledger.Budget(ref)
+	mode = strings.ToLower(strings.TrimSpace(mode))
+	if mode == "" {
+		mode = engine.BudgetMemoise
+		if had {
+			mode = old.Mode
+		}
+	}
+	schema := t.(sql.PrimaryKeyTable).PrimaryKeySchema(ctx)
+	var units []string
+	if strings.TrimSpace(unitColumns) == "" {
+		if had {
+			units = old.UnitColumns
+		} else {
+			for _, i := range schema.PkOrdinals {
+				units = append(units, schema.Schema[i].Name)
+			}
+			if len(units) == 0 {
+				return nil, fmt.Errorf("%s: table %s has no primary key: name the columns that identify a privacy unit, e.g. CALL %s('%s', %g, '%s', 'person_id')",
+					fn, ref, fn, table, eps, mode)
+			}
+		}
+	} else {
+		for _, c := range strings.Split(unitColumns, ",") {
+			c = strings.TrimSpace(c)
+			i := schema.Schema.IndexOfColName(c)
+			if i < 0 {
+				return nil, fmt.Errorf("%s: table %s has no column %q", fn, ref, c)
+			}
+			units = append(units, schema.Schema[i].Name)
+		}
+	}
+	b := engine.Budget{TableRef: ref, EpsTotal: eps, Mode: mode, UnitColumns: units, SetBy: user(ctx), SetAt: time.Now()}
+	if err := p.e.Ledger.SetBudget(ctx, b); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	p.log("%s: %s protected: ε %g per unit (%s), mode %s, by %s", fn, ref, eps, strings.Join(units, ", "), mode, b.SetBy)
+	return sql.RowsToRowIter(sql.Row{ref.String(), eps, mode, strings.Join(units, ", ")}), nil
+}
+
+// privatizeRowsLedger is privatizeRows for a protected source: each row's unit is charged ε_x for its
+// features and ε_y for its label. The releases are charged (one ledger transaction) before the
+// destination's rows commit, so a failure in between leaves a charge without a release, never the
+// reverse; a source that would go over its budget writes nothing. NULL features or labels are released
+// as the default input; for an analyst so are invalid ones (the error would quote them).
+func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.Budget, srcDB, srcName string, selectCols []string, nKeys int,
+	withLabel bool, mech *resolvedMechanism, randomiser string, epsX float64, krr *mechanisms.KRR, dstDB, tmpName string) (int64, error) {
+	dba := isDBA(ctx, p.e.GMS.Analyzer)
+	isUnit := map[string]bool{}
+	for _, u := range b.UnitColumns {
+		isUnit[strings.ToLower(u)] = true
+	}
+	if !dba {
+		for _, k := range selectCols[:nKeys] {
+			if name := strings.Trim(k, "`"); !isUnit[strings.ToLower(name)] {
+				return 0, fmt.Errorf("%s: access denied: the destination would copy column %s of protected table %s, which is raw data (its unit columns are %s)",
+					fn, name, b.TableRef, strings.Join(b.UnitColumns, ", "))
+			}
+		}
+	}
+	cols := append([]string{}, selectCols...)
+	unitAt := len(cols)
+	for _, u := range b.UnitColumns {
+		cols = append(cols, quoteCol(u))
+	}
+	// The roles do not apply to this read: what it reads is released through the ledger below.
+	iter, err := p.query(withInternalRead(ctx), fmt.Sprintf("SELECT %s FROM %s.%s", strings.Join(cols, ", "), quoteCol(srcDB), quoteCol(srcName)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: reading the source: %w", fn, err)
+	}
+	defer iter.Close(ctx)
+	tmp, err := p.table(ctx, dstDB, tmpName)
+	if err != nil {
+		return 0, err
+	}
+	ins := tmp.(sql.InsertableTable).Inserter(ctx)
+	ins.StatementBegin(ctx)
+	fail := func(err error) (int64, error) {
+		_ = ins.DiscardChanges(ctx, err)
+		_ = ins.Close(ctx)
+		return 0, err
+	}
+	c := newCollector(p.e.Ledger, user(ctx))
+	var n int64
+	lastLog := time.Now()
+	for done := false; !done; {
+		var batch []sql.Row
+		for len(batch) < BatchSize {
+			r, err := iter.Next(ctx)
+			if err == io.EOF {
+				done = true
+				break
+			}
+			if err != nil {
+				return fail(fmt.Errorf("%s: reading the source: %w", fn, err))
+			}
+			batch = append(batch, r)
+		}
+		if len(batch) == 0 {
+			break
+		}
+		units := make([]string, len(batch))
+		feats := make([][]float32, len(batch))
+		ys := make([]int, len(batch))
+		for i, r := range batch {
+			if units[i], err = engine.UnitKey(r[unitAt:]...); err != nil {
+				return fail(fmt.Errorf("%s: source row %d: %w", fn, n+int64(i)+1, err))
+			}
+			if v := r[nKeys]; v != nil {
+				vec, err := toVector(ctx, fn, "features", v)
+				if err == nil && len(vec) != mech.desc.InputDim {
+					err = fmt.Errorf("%s: source row %d has %d features, mechanism %q expects %d", fn, n+int64(i)+1, len(vec), mech.record.Name, mech.desc.InputDim)
+				}
+				if err == nil {
+					err = checkFinite(fn, "features", vec)
+				}
+				switch {
+				case err == nil:
+					feats[i] = vec
+				case dba:
+					return fail(err)
+				}
+			}
+			ys[i] = -1
+			if withLabel && r[nKeys+1] != nil {
+				y, err := toInt(ctx, fn, "label", r[nKeys+1])
+				if err == nil && (y < 0 || y >= int64(krr.K())) {
+					err = fmt.Errorf("%s: source row %d has label %d outside 0..%d", fn, n+int64(i)+1, y, krr.K()-1)
+				}
+				switch {
+				case err == nil:
+					ys[i] = int(y)
+				case dba:
+					return fail(err)
+				}
+			}
+		}
+		released, err := c.releaseVectors(ctx, b, fn, mech, randomiser, epsX, units, feats)
+		if err != nil {
+			return fail(err)
+		}
+		var labels []int
+		if withLabel {
+			if labels, err = c.releaseLabels(ctx, b, fn, krr, units, ys); err != nil {
+				return fail(err)
+			}
+		}
+		for i, r := range batch {
+			out := make(sql.Row, 0, nKeys+2)
+			if nKeys == 0 {
+				out = append(out, n+int64(i)+1)
+			} else {
+				out = append(out, r[:nKeys]...)
+			}
+			out = append(out, PackVector(toFloat32(released[i])))
+			if withLabel {
+				out = append(out, int32(labels[i]))
+			}
+			if err := ins.Insert(ctx, out); err != nil {
+				return fail(fmt.Errorf("%s: writing: %w", fn, err))
+			}
+		}
+		n += int64(len(batch))
+		if time.Since(lastLog) > 5*time.Second {
+			p.log("%s: %d rows so far", fn, n)
+			lastLog = time.Now()
+		}
+	}
+	// Charge first: only then may the releases be written.
+	if err := c.commit(ctx); err != nil {
+		return fail(fmt.Errorf("%s: %w", fn, err))
+	}
+	if err := ins.StatementComplete(ctx); err != nil {
+		_ = ins.Close(ctx)
+		return 0, fmt.Errorf("%s: committing (the releases were charged): %w", fn, err)
+	}
+	return n, ins.Close(ctx)
+}

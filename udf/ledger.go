@@ -1,0 +1,1024 @@
+package udf
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/analyzer"
+	"github.com/dolthub/go-mysql-server/sql/expression"
+	"github.com/dolthub/go-mysql-server/sql/plan"
+	"github.com/dolthub/go-mysql-server/sql/transform"
+	"github.com/dolthub/go-mysql-server/sql/types"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/mechanisms"
+)
+
+// The ledger in SQL. engine.Ledger keeps the budgets and the record of releases; this file makes every
+// LDP_ENCODE, LDP_ENCODE_JSON and FLIP_LABEL of a protected table's data go through it:
+//
+//  1. ledgerBindRule (analyzer, before the default rules, on the whole statement) finds the calls whose
+//     features (or label) argument reads columns of a protected table, and replaces each by a
+//     ledgerRelease that also carries the unit key of the row: the table's unit columns, appended as
+//     hidden arguments, or the DBA's explicit unit_key argument. Such a call must read one table (one
+//     row per release) and must stand in a SELECT list; anything else is refused. The same pass
+//     enforces the roles (roles.go).
+//  2. ledgerGateRule (analyzer, after all others) puts a ledgerGate at the top of the statement (below
+//     SELECT … INTO; at the source of INSERT … SELECT and CREATE TABLE … AS SELECT). The gate runs its
+//     child to the end before returning a single row: the ledgerRelease expressions compute the
+//     releases (in batches of 4,096, through BatchRule) and collect their charges, then the gate charges
+//     them all in one ledger transaction, and only then hands the rows out. A statement that would take
+//     any unit over its budget fails with the ledger's error and returns nothing.
+//  3. In 'memoise' mode a release asked for again (same unit, same input digest) is looked up first, in
+//     the statement's own releases and then in ldp_releases; a hit is returned as it was and charged
+//     nothing.
+//
+// A protected value that is NULL is released as if it were the default input (the zero vector; for
+// FLIP_LABEL a label drawn uniformly, which is eps-LDP with respect to every label), never as NULL: a
+// NULL out would tell whether the value is NULL. For an analyst (roles.go) an invalid value is treated
+// the same way rather than raising an error that would quote it.
+
+// Rule ids, far from GMS's own.
+const (
+	ledgerBindRuleID analyzer.RuleId = 100_010
+	ledgerGateRuleID analyzer.RuleId = 100_011
+)
+
+func init() {
+	analyzer.AlwaysBeforeDefault = append(analyzer.AlwaysBeforeDefault, analyzer.Rule{Id: ledgerBindRuleID, Apply: ledgerBindRule})
+	analyzer.OnceAfterAll = append(analyzer.OnceAfterAll, analyzer.Rule{Id: ledgerGateRuleID, Apply: ledgerGateRule})
+}
+
+// ledgerOf returns the engine's ledger, or nil for an analyzer that serves no ldpsql engine.
+func ledgerOf(a *analyzer.Analyzer) *engine.Ledger {
+	if a == nil || a.Catalog == nil {
+		return nil
+	}
+	if p, ok := a.Catalog.DbProvider.(*engine.Provider); ok {
+		return p.Ledger()
+	}
+	return nil
+}
+
+// internalReadKey marks the context of a read that an ldpsql procedure makes on behalf of a release it
+// charges to the ledger itself (ldp_privatize reading its source): the roles do not apply to it.
+type internalReadKey struct{}
+
+func withInternalRead(ctx *sql.Context) *sql.Context {
+	return ctx.WithContext(context.WithValue(ctx.Context, internalReadKey{}, true))
+}
+
+func isInternalRead(ctx *sql.Context) bool { return ctx.Value(internalReadKey{}) != nil }
+
+// ---------------------------------------------------------------------------------------------------
+// Binding
+
+// tableInstance is one occurrence of a protected table in a statement (FROM t a JOIN t b: two).
+type tableInstance struct {
+	id     sql.TableId
+	budget engine.Budget
+	cols   map[sql.ColumnId]*sql.Column
+	unit   map[sql.ColumnId]bool // the unit columns: they identify a unit and are not raw data
+	units  []sql.ColumnId        // the unit columns' ids, in the budget's order
+}
+
+// planTables is what the bind rule knows about a statement's protected tables.
+type planTables struct {
+	byTable map[sql.TableId]*tableInstance
+	byCol   map[sql.ColumnId]*tableInstance
+	ledger  []string // ledger catalog tables read (DBA only)
+}
+
+// walkPlan calls f on every node of n: opaque ones (subquery aliases, views), the plans of subquery
+// expressions (inSubquery true) and the source of INSERT.
+func walkPlan(ctx *sql.Context, n sql.Node, inSubquery bool, f func(n sql.Node, inSubquery bool) error) error {
+	var err error
+	transform.InspectWithOpaque(ctx, n, func(ctx *sql.Context, n sql.Node) bool {
+		if err != nil {
+			return false
+		}
+		if err = f(n, inSubquery); err != nil {
+			return false
+		}
+		if ex, ok := n.(sql.Expressioner); ok {
+			for _, e := range ex.Expressions() {
+				transform.InspectExpr(ctx, e, func(ctx *sql.Context, e sql.Expression) bool {
+					if sq, ok := e.(*plan.Subquery); ok && err == nil && sq.Query != nil {
+						err = walkPlan(ctx, sq.Query, true, f)
+					}
+					return err != nil
+				})
+			}
+		}
+		if ins, ok := n.(*plan.InsertInto); ok && ins.Source != nil && err == nil {
+			err = walkPlan(ctx, ins.Source, inSubquery, f)
+		}
+		return err == nil
+	})
+	return err
+}
+
+// findTables collects the protected tables that n reads and the ledger tables it names.
+func findTables(ctx *sql.Context, l *engine.Ledger, n sql.Node) (*planTables, error) {
+	pt := &planTables{byTable: map[sql.TableId]*tableInstance{}, byCol: map[sql.ColumnId]*tableInstance{}}
+	err := walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
+		rt, ok := n.(*plan.ResolvedTable)
+		if !ok || rt.Database() == nil {
+			return nil
+		}
+		ref := engine.TableRef{Database: rt.Database().Name(), Table: rt.Name()}
+		if strings.EqualFold(ref.Database, engine.CatalogSchema) {
+			for _, t := range engine.LedgerTables {
+				if strings.EqualFold(ref.Table, t) {
+					pt.ledger = append(pt.ledger, t)
+				}
+			}
+			return nil
+		}
+		b, ok := l.Budget(ref)
+		if !ok {
+			return nil
+		}
+		if _, seen := pt.byTable[rt.Id()]; seen {
+			return nil
+		}
+		schema := rt.Schema(ctx)
+		ids := rt.Columns()
+		if ids.Len() != len(schema) {
+			return fmt.Errorf("ldp ledger: cannot map the columns of protected table %s (%d ids, %d columns)", ref, ids.Len(), len(schema))
+		}
+		inst := &tableInstance{id: rt.Id(), budget: b, cols: map[sql.ColumnId]*sql.Column{}, unit: map[sql.ColumnId]bool{}}
+		i := 0
+		ids.ForEach(func(id sql.ColumnId) {
+			inst.cols[id] = schema[i]
+			pt.byCol[id] = inst
+			i++
+		})
+		for _, name := range b.UnitColumns {
+			found := false
+			for id, c := range inst.cols {
+				if strings.EqualFold(c.Name, name) {
+					inst.unit[id], found = true, true
+					inst.units = append(inst.units, id)
+				}
+			}
+			if !found {
+				return fmt.Errorf("ldp ledger: unit column %s of protected table %s does not exist (set the budget again with CALL ldp_set_budget)", name, ref)
+			}
+		}
+		pt.byTable[rt.Id()] = inst
+		return nil
+	})
+	return pt, err
+}
+
+// ledgerBindRule binds the release functions that read protected tables to the ledger, and enforces
+// the roles, on the whole statement (it runs on the outermost plan only: GMS analyses subqueries and
+// views again on their own, with column ids that the outer plan defines).
+func ledgerBindRule(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, scope *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
+	l := ledgerOf(a)
+	if l == nil || scope.RecursionDepth() > 0 || isInternalRead(ctx) || !l.AnyProtected() {
+		return n, transform.SameTree, nil
+	}
+	if at, ok := n.(*plan.AnalyzeTable); ok && !isDBA(ctx, a) {
+		for _, t := range at.Tables {
+			if _, protected := l.Budget(engine.TableRef{Database: at.Db, Table: t.Name()}); protected {
+				return nil, transform.SameTree, fmt.Errorf("access denied: ANALYZE TABLE would compute statistics of protected table %s.%s", at.Db, t.Name())
+			}
+		}
+	}
+	pt, err := findTables(ctx, l, n)
+	if err != nil {
+		return nil, transform.SameTree, err
+	}
+	if len(pt.byTable) == 0 && len(pt.ledger) == 0 {
+		return n, transform.SameTree, nil
+	}
+	dba := isDBA(ctx, a)
+	if !dba && len(pt.ledger) > 0 {
+		return nil, transform.SameTree, fmt.Errorf("access denied: %s.%s is readable by a DBA only", engine.CatalogSchema, pt.ledger[0])
+	}
+	out := n
+	same := transform.SameTree
+	if len(pt.byTable) > 0 {
+		b := &binder{ctx: ctx, l: l, pt: pt, dba: dba}
+		if out, same, err = b.bind(n); err != nil {
+			return nil, transform.SameTree, err
+		}
+		if err := b.checkUnbound(out); err != nil {
+			return nil, transform.SameTree, err
+		}
+		if !dba {
+			if err := checkRawAccess(ctx, pt, out); err != nil {
+				return nil, transform.SameTree, err
+			}
+		}
+	}
+	return out, same, nil
+}
+
+type binder struct {
+	ctx *sql.Context
+	l   *engine.Ledger
+	pt  *planTables
+	dba bool
+}
+
+// bind replaces the release calls that read protected columns in SELECT lists (of the statement, its
+// derived tables and views, and an INSERT's source) by ledgerReleases.
+func (b *binder) bind(n sql.Node) (sql.Node, transform.TreeIdentity, error) {
+	return transform.NodeWithOpaque(b.ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
+		switch n := n.(type) {
+		case *plan.Project:
+			return transform.OneNodeExpressions(ctx, n, func(ctx *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+				return b.bindCall(e)
+			})
+		case *plan.InsertInto:
+			if n.Source == nil {
+				return n, transform.SameTree, nil
+			}
+			src, same, err := b.bind(n.Source)
+			if err != nil || same == transform.SameTree {
+				return n, transform.SameTree, err
+			}
+			return n.WithSource(src), transform.NewTree, nil
+		}
+		return n, transform.SameTree, nil
+	})
+}
+
+// releaseCall describes a release function call: its protected argument is args[0].
+func releaseCall(e sql.Expression) (name string, args []sql.Expression, ok bool) {
+	switch f := e.(type) {
+	case *LDPEncode:
+		return strings.ToUpper(f.name), f.args, true
+	case *FlipLabel:
+		return "FLIP_LABEL", f.args, true
+	}
+	return "", nil, false
+}
+
+// readsInstance returns the protected table instance the expression reads (nil for none), failing when
+// it reads more than one or holds a subquery.
+func (b *binder) readsInstance(fn string, e sql.Expression) (*tableInstance, *expression.GetField, error) {
+	var inst *tableInstance
+	var sample *expression.GetField
+	var err error
+	transform.InspectExpr(b.ctx, e, func(ctx *sql.Context, e sql.Expression) bool {
+		switch x := e.(type) {
+		case *plan.Subquery:
+			err = fmt.Errorf("%s: a subquery in the released argument is not allowed when it may read a protected table; join the tables instead", fn)
+		case *expression.GetField:
+			ti := b.pt.byCol[x.Id()]
+			if ti == nil {
+				return false
+			}
+			if inst != nil && ti != inst {
+				err = fmt.Errorf("%s: the released argument reads two rows of protected tables (%s and %s); release each row's columns on their own", fn, x.Table(), sample.Table())
+				return true
+			}
+			inst, sample = ti, x
+		}
+		return err != nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return inst, sample, nil
+}
+
+// bindCall replaces one release call that reads a protected table.
+func (b *binder) bindCall(e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+	fn, args, ok := releaseCall(e)
+	if !ok {
+		return e, transform.SameTree, nil
+	}
+	inst, sample, err := b.readsInstance(fn, args[0])
+	if err != nil || inst == nil {
+		return e, transform.SameTree, err
+	}
+	// The explicit unit key: the 5th argument of LDP_ENCODE, the 4th of FLIP_LABEL.
+	own := args
+	var unitArgs []sql.Expression
+	explicitAt := 4
+	if fn == "FLIP_LABEL" {
+		explicitAt = 3
+	}
+	if len(args) > explicitAt {
+		if !b.dba {
+			return nil, transform.SameTree, fmt.Errorf("access denied: %s: only a DBA may choose the privacy unit of protected table %s (releases are charged to its unit columns %s)",
+				fn, inst.budget.TableRef, strings.Join(inst.budget.UnitColumns, ", "))
+		}
+		own, unitArgs = args[:explicitAt], args[explicitAt:]
+	} else {
+		for _, id := range inst.units {
+			c := inst.cols[id]
+			unitArgs = append(unitArgs, expression.NewGetFieldWithTable(int(id), int(inst.id), c.Type, sample.Database(), sample.Table(), c.Name, c.Nullable))
+		}
+	}
+	if !b.dba {
+		if err := checkAnalystArgument(fn, inst, args[0]); err != nil {
+			return nil, transform.SameTree, err
+		}
+	}
+	r := &ledgerRelease{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l}
+	switch f := e.(type) {
+	case *LDPEncode:
+		r.encode = f
+	case *FlipLabel:
+		r.flip = f
+	}
+	if r.strict {
+		r.args[0] = &guarded{inner: r.args[0]}
+	}
+	return r, transform.NewTree, nil
+}
+
+// checkUnbound refuses release calls on protected data that were not bound: outside a SELECT list, or
+// in a subquery expression.
+func (b *binder) checkUnbound(n sql.Node) error {
+	return walkPlan(b.ctx, n, false, func(n sql.Node, inSubquery bool) error {
+		ex, ok := n.(sql.Expressioner)
+		if !ok {
+			return nil
+		}
+		_, isProject := n.(*plan.Project)
+		for _, e := range ex.Expressions() {
+			var err error
+			transform.InspectExpr(b.ctx, e, func(ctx *sql.Context, e sql.Expression) bool {
+				if r, ok := e.(*ledgerRelease); ok && (inSubquery || !isProject) {
+					err = misplaced(r.fn, r.table, inSubquery)
+					return true
+				}
+				fn, args, ok := releaseCall(e)
+				if !ok {
+					return false
+				}
+				inst, _, ierr := b.readsInstance(fn, args[0])
+				switch {
+				case ierr != nil:
+					err = ierr
+				case inst != nil:
+					err = misplaced(fn, inst.budget.TableRef, inSubquery)
+				}
+				return err != nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func misplaced(fn string, t engine.TableRef, inSubquery bool) error {
+	where := "outside a SELECT list (in WHERE, GROUP BY, ORDER BY, a join condition, UPDATE …)"
+	if inSubquery {
+		where = "in a subquery expression"
+	}
+	return fmt.Errorf("%s on protected table %s is allowed only in a SELECT list, not %s: release in a derived table, "+
+		"e.g. SELECT … FROM (SELECT id, %s(…) AS r FROM %s) AS released WHERE …", fn, t, where, fn, t.Table)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The release expression
+
+// ledgerRelease is a release call bound to the ledger: LDP_ENCODE, LDP_ENCODE_JSON or FLIP_LABEL on a
+// protected table, with the row's unit key as hidden arguments. It is evaluated in batches (BatchRule)
+// inside a ledgerGate, which charges what it releases.
+type ledgerRelease struct {
+	fn     string           // upper-case function name
+	args   []sql.Expression // the function's arguments (no unit key); args[0] is the protected value
+	units  []sql.Expression // the unit key
+	table  engine.TableRef
+	strict bool // analyst: invalid values are released as the default input, never quoted in an error
+	ledger *engine.Ledger
+
+	encode *LDPEncode // the function, for its configuration: one of the two is set
+	flip   *FlipLabel
+}
+
+var _ BatchExpression = (*ledgerRelease)(nil)
+var _ sql.FunctionExpression = (*ledgerRelease)(nil)
+var _ sql.NonDeterministicExpression = (*ledgerRelease)(nil)
+
+func (r *ledgerRelease) FunctionName() string         { return strings.ToLower(r.fn) }
+func (r *ledgerRelease) Description() string          { return "a release charged to the privacy ledger" }
+func (r *ledgerRelease) IsNullable(*sql.Context) bool { return true }
+func (r *ledgerRelease) IsNonDeterministic() bool     { return true }
+func (r *ledgerRelease) Children() []sql.Expression {
+	return append(append([]sql.Expression{}, r.args...), r.units...)
+}
+func (r *ledgerRelease) BatchArgs() []sql.Expression { return r.Children() }
+
+func (r *ledgerRelease) Type(ctx *sql.Context) sql.Type {
+	if r.encode != nil {
+		return r.encode.Type(ctx)
+	}
+	return types.Int64
+}
+
+func (r *ledgerRelease) Resolved() bool {
+	for _, c := range r.Children() {
+		if !c.Resolved() {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *ledgerRelease) String() string {
+	parts := make([]string, len(r.args))
+	for i, a := range r.args {
+		parts[i] = a.String()
+	}
+	units := make([]string, len(r.units))
+	for i, u := range r.units {
+		units[i] = u.String()
+	}
+	return fmt.Sprintf("%s(%s) [ledger %s, unit %s]", r.fn, strings.Join(parts, ", "), r.table, strings.Join(units, ", "))
+}
+
+func (r *ledgerRelease) WithChildren(_ *sql.Context, children ...sql.Expression) (sql.Expression, error) {
+	if len(children) != len(r.args)+len(r.units) {
+		return nil, sql.ErrInvalidChildrenNumber.New(r, len(children), len(r.args)+len(r.units))
+	}
+	nr := *r
+	nr.args = append([]sql.Expression{}, children[:len(r.args)]...)
+	nr.units = append([]sql.Expression{}, children[len(r.args):]...)
+	return &nr, nil
+}
+
+func (r *ledgerRelease) Eval(ctx *sql.Context, row sql.Row) (any, error) { return evalOne(ctx, r, row) }
+
+// EvalBatch implements BatchExpression: the releases of a batch of rows, memoised or charged.
+func (r *ledgerRelease) EvalBatch(ctx *sql.Context, rows [][]any) ([]any, error) {
+	c := collectorFrom(ctx)
+	if c == nil {
+		return nil, fmt.Errorf("%s on protected table %s has no ledger here: releases of protected data are allowed in SELECT, "+
+			"INSERT … SELECT and CREATE TABLE … AS SELECT; nothing was released", r.fn, r.table)
+	}
+	b, ok := r.ledger.Budget(r.table)
+	if !ok {
+		return nil, fmt.Errorf("%s: table %s is no longer protected; run the statement again", r.fn, r.table)
+	}
+	units := make([]string, len(rows))
+	for i, a := range rows {
+		u, err := engine.UnitKey(a[len(r.args):]...)
+		if err != nil {
+			return nil, fmt.Errorf("%s on protected table %s: %w (a NULL unit_key names no unit)", r.fn, r.table, err)
+		}
+		units[i] = u
+	}
+	if r.encode != nil {
+		return r.evalEncode(ctx, c, b, rows, units)
+	}
+	return r.evalFlip(ctx, c, b, rows, units)
+}
+
+// invalidValue is what guarded evaluates to when the protected argument fails: an analyst gets the
+// default release, not an error that would quote the value.
+type invalidValue struct{}
+
+// guarded wraps an analyst's protected argument: an error evaluating it becomes invalidValue.
+type guarded struct{ inner sql.Expression }
+
+func (g *guarded) Resolved() bool                   { return g.inner.Resolved() }
+func (g *guarded) String() string                   { return g.inner.String() }
+func (g *guarded) Type(ctx *sql.Context) sql.Type   { return g.inner.Type(ctx) }
+func (g *guarded) IsNullable(ctx *sql.Context) bool { return true }
+func (g *guarded) Children() []sql.Expression       { return []sql.Expression{g.inner} }
+func (g *guarded) Eval(ctx *sql.Context, row sql.Row) (any, error) {
+	v, err := g.inner.Eval(ctx, row)
+	if err != nil {
+		return invalidValue{}, nil
+	}
+	return v, nil
+}
+func (g *guarded) WithChildren(_ *sql.Context, children ...sql.Expression) (sql.Expression, error) {
+	if len(children) != 1 {
+		return nil, sql.ErrInvalidChildrenNumber.New(g, len(children), 1)
+	}
+	return &guarded{inner: children[0]}, nil
+}
+
+func isDefault(v any) bool {
+	_, invalid := v.(invalidValue)
+	return v == nil || invalid
+}
+
+func (r *ledgerRelease) evalEncode(ctx *sql.Context, c *collector, b engine.Budget, rows [][]any, units []string) ([]any, error) {
+	fn := r.fn
+	out := make([]any, len(rows))
+	groups := map[encodeGroup][]int{}
+	var order []encodeGroup
+	for i, a := range rows {
+		if a[1] == nil || a[2] == nil || (len(r.args) == 4 && a[3] == nil) {
+			continue // NULL parameters (not data): NULL out, nothing released
+		}
+		eps, err := toEpsilon(ctx, fn, a[1])
+		if err != nil {
+			return nil, err
+		}
+		g := encodeGroup{mechanism: fmt.Sprint(a[2]), randomiser: mechanisms.RandomiserLaplace, eps: eps}
+		if len(r.args) == 4 {
+			g.randomiser = strings.ToLower(fmt.Sprint(a[3]))
+		}
+		if _, seen := groups[g]; !seen {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	for _, g := range order {
+		mech, err := r.encode.mechs.resolve(ctx, g.mechanism)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", fn, err)
+		}
+		idx := groups[g]
+		vecs := make([][]float32, len(idx))
+		gunits := make([]string, len(idx))
+		for k, i := range idx {
+			gunits[k] = units[i]
+			v := rows[i][0]
+			if isDefault(v) {
+				continue // the default input
+			}
+			vec, err := toVector(ctx, fn, "features", v)
+			if err == nil && len(vec) != mech.desc.InputDim {
+				err = fmt.Errorf("%s: features have %d values, mechanism %q expects %d", fn, len(vec), g.mechanism, mech.desc.InputDim)
+			}
+			if err == nil {
+				err = checkFinite(fn, "features", vec)
+			}
+			if err != nil {
+				if r.strict {
+					continue
+				}
+				return nil, err
+			}
+			vecs[k] = vec
+		}
+		released, err := c.releaseVectors(ctx, b, fn, mech, g.randomiser, g.eps, gunits, vecs)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range idx {
+			if r.encode.asJSON {
+				out[i] = types.MustJSON(formatJSONVector(released[k]))
+			} else {
+				out[i] = PackVector(toFloat32(released[k]))
+			}
+		}
+	}
+	return out, nil
+}
+
+func (r *ledgerRelease) evalFlip(ctx *sql.Context, c *collector, b engine.Budget, rows [][]any, units []string) ([]any, error) {
+	const fn = "FLIP_LABEL"
+	out := make([]any, len(rows))
+	type group struct {
+		krr   *mechanisms.KRR
+		idx   []int
+		ys    []int
+		units []string
+	}
+	groups := map[[2]float64]*group{}
+	var order []*group
+	for i, a := range rows {
+		if a[1] == nil || a[2] == nil {
+			continue // NULL parameters: NULL out, nothing released
+		}
+		krr, err := r.flip.randomiser(ctx, a[1], a[2])
+		if err != nil {
+			return nil, err
+		}
+		y := -1 // the default: a uniformly drawn label
+		if v := a[0]; !isDefault(v) {
+			n, err := toInt(ctx, fn, "y", v)
+			if err == nil && (n < 0 || n >= int64(krr.K())) {
+				err = argError(fn, "y", v, "the label must be an integer in 0..K-1 (K = "+itoa(krr.K())+")")
+			}
+			switch {
+			case err == nil:
+				y = int(n)
+			case !r.strict:
+				return nil, err
+			}
+		}
+		key := [2]float64{krr.Epsilon(), float64(krr.K())}
+		g := groups[key]
+		if g == nil {
+			g = &group{krr: krr}
+			groups[key] = g
+			order = append(order, g)
+		}
+		g.idx, g.ys, g.units = append(g.idx, i), append(g.ys, y), append(g.units, units[i])
+	}
+	for _, g := range order {
+		released, err := c.releaseLabels(ctx, b, fn, g.krr, g.units, g.ys)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range g.idx {
+			out[i] = int64(released[k])
+		}
+	}
+	return out, nil
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Collecting charges
+
+// collector gathers one statement's releases until they are charged together. Safe for concurrent use.
+type collector struct {
+	ledger *engine.Ledger
+	by     string
+
+	mu      sync.Mutex
+	charges []engine.Charge
+	memo    map[memoID][]byte // releases this statement made in memoise mode, reused within it
+}
+
+type memoID struct {
+	table        string
+	unit, digest string
+}
+
+type collectorKey struct{}
+
+func newCollector(l *engine.Ledger, by string) *collector {
+	return &collector{ledger: l, by: by, memo: map[memoID][]byte{}}
+}
+
+func collectorFrom(ctx *sql.Context) *collector {
+	c, _ := ctx.Value(collectorKey{}).(*collector)
+	return c
+}
+
+// commit charges everything collected, in one ledger transaction.
+func (c *collector) commit(ctx context.Context) error {
+	c.mu.Lock()
+	charges := c.charges
+	c.charges = nil
+	c.mu.Unlock()
+	return c.ledger.Charge(ctx, c.by, charges)
+}
+
+// mechanismID identifies a mechanism in input digests: a mechanism registered again (another binary or
+// model under the same name) does not return the releases of the old one.
+func mechanismID(m *resolvedMechanism) string {
+	return m.record.Name + "@" + m.record.SHA256 + "@" + m.record.Model + "@" + m.record.RegisteredAt.UTC().Format(time.RFC3339Nano)
+}
+
+// lookup splits keys into those already released (memoise mode: in this statement, then in the ledger)
+// and the misses; hits maps the position to the recorded release bytes.
+func (c *collector) lookup(ctx context.Context, b engine.Budget, units, digests []string) (map[int][]byte, error) {
+	hits := map[int][]byte{}
+	if b.Mode != engine.BudgetMemoise {
+		return hits, nil
+	}
+	tk := strings.ToLower(b.TableRef.String())
+	var ask []engine.MemoKey
+	var askAt []int
+	c.mu.Lock()
+	for i := range units {
+		if rel, ok := c.memo[memoID{tk, units[i], digests[i]}]; ok {
+			hits[i] = rel
+			continue
+		}
+		ask, askAt = append(ask, engine.MemoKey{Unit: units[i], Digest: digests[i]}), append(askAt, i)
+	}
+	c.mu.Unlock()
+	if len(ask) == 0 {
+		return hits, nil
+	}
+	found, err := c.ledger.Memo(ctx, b.TableRef, ask)
+	if err != nil {
+		return nil, err
+	}
+	for k, key := range ask {
+		if rel, ok := found[key]; ok {
+			hits[askAt[k]] = rel
+		}
+	}
+	return hits, nil
+}
+
+// record adds fresh releases to the statement's charges (and, in memoise mode, to its memo).
+func (c *collector) record(b engine.Budget, charges []engine.Charge) {
+	tk := strings.ToLower(b.TableRef.String())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range charges {
+		if b.Mode == engine.BudgetMemoise {
+			c.memo[memoID{tk, ch.Unit, ch.Digest}] = ch.Release
+		}
+	}
+	c.charges = append(c.charges, charges...)
+}
+
+// releaseVectors releases one feature vector per unit of protected table b through mech at eps (a nil
+// row is the default input, the zero vector), reusing memoised releases and collecting the charges of
+// fresh ones. Within one call, memoise mode releases a repeated (unit, value) once.
+func (c *collector) releaseVectors(ctx context.Context, b engine.Budget, fn string, mech *resolvedMechanism, randomiser string, eps float64,
+	units []string, rows [][]float32) ([][]float64, error) {
+	if _, err := mech.randomiser(randomiser, eps); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	mid := mechanismID(mech)
+	digests := make([]string, len(rows))
+	for i, v := range rows {
+		if v == nil {
+			v = make([]float32, mech.desc.InputDim)
+			rows[i] = v
+		}
+		digests[i] = engine.InputDigest(PackVector(v), mid, randomiser, eps, 0)
+	}
+	hits, err := c.lookup(ctx, b, units, digests)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	out := make([][]float64, len(rows))
+	for i, rel := range hits {
+		if out[i], err = unpackFloat64s(rel, mech.desc.OutputDim); err != nil {
+			return nil, fmt.Errorf("%s: memoised release of unit %s of %s: %w", fn, units[i], b.TableRef, err)
+		}
+	}
+	// The misses, each (unit, digest) once in memoise mode.
+	first := map[[2]string]int{}
+	var fresh []int
+	var freshRows [][]float32
+	var dups [][2]int
+	for i := range rows {
+		if _, hit := hits[i]; hit {
+			continue
+		}
+		if b.Mode == engine.BudgetMemoise {
+			k := [2]string{units[i], digests[i]}
+			if j, ok := first[k]; ok {
+				dups = append(dups, [2]int{i, j})
+				continue
+			}
+			first[k] = i
+		}
+		fresh = append(fresh, i)
+		freshRows = append(freshRows, rows[i])
+	}
+	if len(fresh) > 0 {
+		released, err := mech.privatise(ctx, freshRows, randomiser, eps)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", fn, err)
+		}
+		charges := make([]engine.Charge, len(fresh))
+		for k, i := range fresh {
+			out[i] = released[k]
+			charges[k] = engine.Charge{Table: b.TableRef, Unit: units[i], Eps: eps, Function: fn, Mechanism: mech.record.Name,
+				Randomiser: randomiser, Digest: digests[i], Release: packFloat64s(released[k])}
+		}
+		c.record(b, charges)
+	}
+	for _, d := range dups {
+		out[d[0]] = out[d[1]]
+	}
+	return out, nil
+}
+
+// releaseLabels releases one label per unit of protected table b by k-RR (a negative label is the
+// default: a label drawn uniformly from 0..K-1), like releaseVectors.
+func (c *collector) releaseLabels(ctx context.Context, b engine.Budget, fn string, krr *mechanisms.KRR, units []string, ys []int) ([]int, error) {
+	digests := make([]string, len(ys))
+	for i, y := range ys {
+		in := []byte("default")
+		if y >= 0 {
+			in = binary.LittleEndian.AppendUint64(nil, uint64(y))
+		}
+		digests[i] = engine.InputDigest(in, "k-rr", "k-rr", krr.Epsilon(), krr.K())
+	}
+	hits, err := c.lookup(ctx, b, units, digests)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	out := make([]int, len(ys))
+	for i, rel := range hits {
+		if len(rel) != 8 {
+			return nil, fmt.Errorf("%s: memoised release of unit %s of %s has %d bytes, not 8", fn, units[i], b.TableRef, len(rel))
+		}
+		out[i] = int(int64(binary.LittleEndian.Uint64(rel)))
+	}
+	src := mechanisms.CryptoSource()
+	first := map[[2]string]int{}
+	var charges []engine.Charge
+	for i, y := range ys {
+		if _, hit := hits[i]; hit {
+			continue
+		}
+		if b.Mode == engine.BudgetMemoise {
+			k := [2]string{units[i], digests[i]}
+			if j, ok := first[k]; ok {
+				out[i] = out[j]
+				continue
+			}
+			first[k] = i
+		}
+		if y < 0 {
+			out[i] = mechanisms.IntN(src, krr.K())
+		} else if out[i], err = krr.Randomise(y, src); err != nil {
+			return nil, fmt.Errorf("%s: %w", fn, err)
+		}
+		charges = append(charges, engine.Charge{Table: b.TableRef, Unit: units[i], Eps: krr.Epsilon(), Function: fn, Mechanism: "k-rr",
+			Randomiser: "k-rr", Digest: digests[i], Release: binary.LittleEndian.AppendUint64(nil, uint64(int64(out[i])))})
+	}
+	c.record(b, charges)
+	return out, nil
+}
+
+func packFloat64s(v []float64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	return b
+}
+
+func unpackFloat64s(b []byte, dim int) ([]float64, error) {
+	if len(b) != 8*dim {
+		return nil, fmt.Errorf("%d bytes, not %d values", len(b), dim)
+	}
+	v := make([]float64, dim)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return v, nil
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The gate
+
+// ledgerGateRule puts a ledgerGate above the part of the statement that releases protected data.
+func ledgerGateRule(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, scope *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
+	l := ledgerOf(a)
+	if l == nil || scope.RecursionDepth() > 0 || !l.AnyProtected() || !containsRelease(ctx, n) || containsGate(ctx, n) {
+		return n, transform.SameTree, nil
+	}
+	switch root := n.(type) {
+	case *plan.CreateView:
+		return n, transform.SameTree, nil // nothing runs: the view's query is planned again where it is used
+	case *plan.InsertInto:
+		return root.WithSource(&ledgerGate{UnaryNode: plan.UnaryNode{Child: root.Source}, ledger: l}), transform.NewTree, nil
+	case *plan.Into:
+		nn, err := root.WithChildren(ctx, &ledgerGate{UnaryNode: plan.UnaryNode{Child: root.Child}, ledger: l})
+		return nn, transform.NewTree, err
+	}
+	if !n.IsReadOnly() {
+		return nil, transform.SameTree, errors.New("releases of protected data are allowed in SELECT, INSERT … SELECT and CREATE TABLE … AS SELECT only; nothing was released")
+	}
+	return &ledgerGate{UnaryNode: plan.UnaryNode{Child: n}, ledger: l}, transform.NewTree, nil
+}
+
+func containsRelease(ctx *sql.Context, n sql.Node) bool {
+	found := false
+	_ = walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
+		if be, ok := n.(*batchEval); ok {
+			for _, e := range be.exprs {
+				if hasRelease(ctx, e) {
+					found = true
+				}
+			}
+		}
+		if ex, ok := n.(sql.Expressioner); ok {
+			for _, e := range ex.Expressions() {
+				if hasRelease(ctx, e) {
+					found = true
+				}
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+func hasRelease(ctx *sql.Context, e sql.Expression) bool {
+	return transform.InspectExpr(ctx, e, func(ctx *sql.Context, e sql.Expression) bool {
+		_, ok := e.(*ledgerRelease)
+		return ok
+	})
+}
+
+func containsGate(ctx *sql.Context, n sql.Node) bool {
+	found := false
+	_ = walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
+		if _, ok := n.(*ledgerGate); ok {
+			found = true
+		}
+		return nil
+	})
+	return found
+}
+
+// ledgerGate runs its child to completion, charges every release the child made in one ledger
+// transaction, and only then returns the child's rows; when the charge fails it returns the error and
+// no row. The rows are held in memory meanwhile.
+type ledgerGate struct {
+	plan.UnaryNode
+	ledger *engine.Ledger
+}
+
+var _ sql.ExecBuilderNode = (*ledgerGate)(nil)
+
+func (g *ledgerGate) IsReadOnly() bool { return g.Child.IsReadOnly() }
+
+func (g *ledgerGate) String() string {
+	tp := sql.NewTreePrinter()
+	_ = tp.WriteNode("LedgerGate(charge every release, then return the rows)")
+	_ = tp.WriteChildren(g.Child.String())
+	return tp.String()
+}
+
+func (g *ledgerGate) WithChildren(_ *sql.Context, children ...sql.Node) (sql.Node, error) {
+	if len(children) != 1 {
+		return nil, sql.ErrInvalidChildrenNumber.New(g, len(children), 1)
+	}
+	ng := *g
+	ng.Child = children[0]
+	return &ng, nil
+}
+
+// BuildRowIter implements sql.ExecBuilderNode: the child runs with the statement's collector in its
+// context, where the ledgerRelease expressions find it.
+func (g *ledgerGate) BuildRowIter(ctx *sql.Context, builder sql.NodeExecBuilder, r sql.Row) (sql.RowIter, error) {
+	c := newCollector(g.ledger, user(ctx))
+	cctx := ctx.WithContext(context.WithValue(ctx.Context, collectorKey{}, c))
+	child, err := builder.Build(cctx, g.Child, r)
+	if err != nil {
+		return nil, err
+	}
+	return &gateIter{child: child, cctx: cctx, c: c}, nil
+}
+
+type gateIter struct {
+	child  sql.RowIter
+	cctx   *sql.Context
+	c      *collector
+	closed bool
+
+	drained bool
+	err     error
+	rows    []sql.Row
+	pos     int
+}
+
+func (it *gateIter) Next(ctx *sql.Context) (sql.Row, error) {
+	if !it.drained {
+		it.drained = true
+		it.err = it.drain(ctx)
+		if it.err != nil {
+			it.rows = nil
+		}
+	}
+	if it.err != nil {
+		return nil, it.err
+	}
+	if it.pos >= len(it.rows) {
+		return nil, io.EOF
+	}
+	r := it.rows[it.pos]
+	it.rows[it.pos] = nil
+	it.pos++
+	return r, nil
+}
+
+// drain reads every row of the child, closes it (so no release is still being made), then charges.
+func (it *gateIter) drain(ctx *sql.Context) error {
+	for {
+		r, err := it.child.Next(it.cctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		it.rows = append(it.rows, r)
+	}
+	it.closed = true
+	if err := it.child.Close(it.cctx); err != nil {
+		return err
+	}
+	return it.c.commit(ctx)
+}
+
+func (it *gateIter) Close(*sql.Context) error {
+	it.rows = nil
+	if it.closed {
+		return nil
+	}
+	it.closed = true
+	return it.child.Close(it.cctx)
+}
