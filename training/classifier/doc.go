@@ -105,6 +105,9 @@
 // which gives bit-identical results at the cost of d subtractions and one
 // exp per pair. BenchmarkMarginalEpoch measures both.
 //
+// For a symmetric channel (K-RR) the products with R cost K instead of K²
+// per auxiliary point: Q[k] = flip + (keep − flip)·softmax_k.
+//
 // Parallelism: the MLP passes run over blocks of 1024 auxiliary points on
 // runtime.GOMAXPROCS goroutines; the kernel splits the minibatch into
 // GOMAXPROCS contiguous parts with one K×M accumulator each, summed per

@@ -36,8 +36,14 @@ func fexp(x float32) float32 {
 	t := x*log2e32 + roundMagic
 	k := t - roundMagic
 	r := x - k*expC1 - k*expC2
-	p := ((((1.9875691500e-4*r+1.3981999507e-3)*r+8.3334519073e-3)*r+4.1665795894e-2)*r+1.6666665459e-1)*r + 5.0000001201e-1
-	p = p*r*r + r + 1
+	// P(r) by Estrin's scheme (shorter dependency chain than Horner, so
+	// more independent calls overlap in the loops using fexp).
+	r2 := r * r
+	p01 := 5.0000001201e-1 + 1.6666665459e-1*r
+	p23 := 4.1665795894e-2 + 8.3334519073e-3*r
+	p45 := 1.3981999507e-3 + 1.9875691500e-4*r
+	p := p01 + r2*(p23+r2*p45)
+	p = p*r2 + r + 1
 	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
 }
 

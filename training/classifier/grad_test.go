@@ -94,14 +94,18 @@ func TestMarginalGradient(t *testing.T) {
 		direct    bool // also check against the direct (probability-space) Eq 4.11
 		wantProb  bool
 		wantTable bool
+		d         int // 0: 3
 	}{
-		{"krr/table/hidden5", 40, 15, []int{5}, KRRMatrix(1, 3), 0.8, 0, 0, true, true, true},
-		{"krr/recompute/hidden4x3", 40, 15, []int{4, 3}, KRRMatrix(1.5, 3), 0.8, -1, 0, true, true, false},
-		{"krr/logistic", 40, 15, nil, KRRMatrix(0.5, 3), 1.2, 0, 0, true, true, true},
-		{"identity/log-space/table", 40, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 0.8, 0, 0, true, false, true},
-		{"zero-entry/log-space/recompute", 40, 15, []int{4, 3}, [][]float64{{0.7, 0, 0.2}, {0.3, 0.5, 0.3}, {0, 0.5, 0.5}}, 0.8, -1, 0, true, false, false},
-		{"krr/3-blocks/3-procs", 2100, 20, []int{4}, KRRMatrix(2, 3), 0.6, 0, 3, false, true, true},
-		{"identity/3-blocks/3-procs/recompute", 2100, 20, []int{4}, KRRMatrix(math.Inf(1), 3), 0.6, -1, 3, false, false, false},
+		{"krr/table/hidden5", 40, 15, []int{5}, KRRMatrix(1, 3), 0.8, 0, 0, true, true, true, 0},
+		{"krr/recompute/hidden4x3", 40, 15, []int{4, 3}, KRRMatrix(1.5, 3), 0.8, -1, 0, true, true, false, 0},
+		{"krr/logistic", 40, 15, nil, KRRMatrix(0.5, 3), 1.2, 0, 0, true, true, true, 0},
+		{"identity/log-space/table", 40, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 0.8, 0, 0, true, false, true, 0},
+		{"zero-entry/log-space/recompute", 40, 15, []int{4, 3}, [][]float64{{0.7, 0, 0.2}, {0.3, 0.5, 0.3}, {0, 0.5, 0.5}}, 0.8, -1, 0, true, false, false, 0},
+		{"krr/3-blocks/3-procs", 2100, 20, []int{4}, KRRMatrix(2, 3), 0.6, 0, 3, false, true, true, 0},
+		{"identity/3-blocks/3-procs/recompute", 2100, 20, []int{4}, KRRMatrix(math.Inf(1), 3), 0.6, -1, 3, false, false, false, 0},
+		{"asymmetric-positive/prob-space/table", 40, 15, []int{5}, [][]float64{{0.6, 0.2, 0.1}, {0.3, 0.5, 0.2}, {0.1, 0.3, 0.7}}, 0.8, 0, 0, true, true, true, 0},
+		{"krr/d=8/recompute", 50, 15, []int{5}, KRRMatrix(1, 3), 1.5, -1, 0, true, true, false, 8},
+		{"identity/d=8/table", 50, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 1.5, 0, 0, true, false, true, 8},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +113,11 @@ func TestMarginalGradient(t *testing.T) {
 				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(tc.procs))
 			}
 			k := len(tc.r)
-			aux, noisy, labels := tinyMarginal(uint64(len(tc.name)), tc.m, tc.n, 3, k, tc.b)
+			d := tc.d
+			if d == 0 {
+				d = 3
+			}
+			aux, noisy, labels := tinyMarginal(uint64(len(tc.name)), tc.m, tc.n, d, k, tc.b)
 			tr, nt, std := newTestMarginal(t, aux, noisy, labels, tc.b, tc.r, tc.hidden, tc.budget)
 			if tr.pr.probSpace != tc.wantProb || (tr.train.tab != nil) != tc.wantTable {
 				t.Fatalf("kernel: probability space %v, table %v; want %v, %v", tr.pr.probSpace, tr.train.tab != nil, tc.wantProb, tc.wantTable)

@@ -34,7 +34,12 @@ type prior struct {
 	r         []float64 // K×K row-major, r[k*K+y] = R[k][y]
 	rf        []float32
 	probSpace bool      // kernel in probability space (all R > 0, ratio ≤ maxChannelRatio)
-	auxT      []float32 // raw auxiliary latents, feature-major (d × M)
+	// symmetric: R = flip·11ᵀ + (keep − flip)·I (K-RR), so that Q[k] =
+	// flip + (keep − flip)·P[k] and Σ_k R[k][j]·H[k] = flip·Σ_k H[k] +
+	// (keep − flip)·H[j]: K instead of K² operations per auxiliary point.
+	symmetric  bool
+	keep, flip float32
+	auxR      []float32 // raw auxiliary latents, row-major (M × d)
 	blocks    []auxBlock
 	// q is K×M row-major: Q[k][m] = Σ_y R[k][y]·softmax_ψ(ẑ_m)_y in
 	// probability space, A[k][m] = log Q[k][m] in log space.
@@ -77,16 +82,23 @@ func flatChannel(r [][]float64) []float64 {
 
 func newPrior(nt *net, std standardiser, aux [][]float32, r [][]float64) *prior {
 	m, d, k := len(aux), len(aux[0]), len(r)
-	pr := &prior{m: m, d: d, k: k, r: flatChannel(r), auxT: make([]float32, d*m), q: make([]float32, k*m)}
+	pr := &prior{m: m, d: d, k: k, r: flatChannel(r), auxR: make([]float32, 0, d*m), q: make([]float32, k*m)}
 	pr.rf = make([]float32, len(pr.r))
 	for i, v := range pr.r {
 		pr.rf[i] = float32(v)
 	}
 	pr.probSpace = channelIsProbSpace(pr.r, k)
-	for i, row := range aux {
-		for j, v := range row {
-			pr.auxT[j*m+i] = v
+	pr.symmetric = true
+	for i := range k {
+		for j := range k {
+			if (i == j && r[i][j] != r[0][0]) || (i != j && r[i][j] != r[0][1]) {
+				pr.symmetric = false
+			}
 		}
+	}
+	pr.keep, pr.flip = float32(r[0][0]), float32(r[0][1])
+	for _, row := range aux {
+		pr.auxR = append(pr.auxR, row...)
 	}
 	for m0 := 0; m0 < m; m0 += auxChunk {
 		cols := min(auxChunk, m-m0)
@@ -141,6 +153,16 @@ func (pr *prior) headProb(b *auxBlock) {
 		for c := range py {
 			py[c] *= sum[c]
 		}
+	}
+	if pr.symmetric {
+		g := pr.keep - pr.flip
+		for i := range k {
+			qi := pr.q[i*m+b.m0 : i*m+b.m0+cols]
+			for c, v := range p[i*cols : (i+1)*cols] {
+				qi[c] = pr.flip + g*v
+			}
+		}
+		return
 	}
 	for i := range k {
 		qi := pr.q[i*m+b.m0 : i*m+b.m0+cols]
@@ -238,21 +260,36 @@ func abs32(x float32) float32 {
 }
 
 // dist writes ‖z − ẑ_m‖₁ (float32, features summed in order) for every m
-// into dst (len M).
+// into dst (len M). The auxiliary latents are row-major, so each distance
+// is one pass over d contiguous values (faster than d passes over M).
 func (pr *prior) dist(z []float32, dst []float32) {
-	m := pr.m
-	a0 := pr.auxT[:m]
-	z0 := z[0]
-	dst = dst[:m]
-	for i, v := range a0 {
-		dst[i] = abs32(z0 - v)
-	}
-	for j := 1; j < pr.d; j++ {
-		zj := z[j]
-		aj := pr.auxT[j*m : (j+1)*m]
-		for i, v := range aj {
-			dst[i] += abs32(zj - v)
+	d := pr.d
+	dst = dst[:pr.m]
+	aux := pr.auxR[:pr.m*d]
+	if d == 8 { // the VLM's latent dimension, unrolled
+		z := z[:8]
+		for i := range dst {
+			a := aux[i*8 : i*8+8 : i*8+8]
+			s := abs32(z[0] - a[0])
+			s += abs32(z[1] - a[1])
+			s += abs32(z[2] - a[2])
+			s += abs32(z[3] - a[3])
+			s += abs32(z[4] - a[4])
+			s += abs32(z[5] - a[5])
+			s += abs32(z[6] - a[6])
+			s += abs32(z[7] - a[7])
+			dst[i] = s
 		}
+		return
+	}
+	z = z[:d]
+	for i := range dst {
+		a := aux[i*d : i*d+d]
+		s := abs32(z[0] - a[0])
+		for j := 1; j < len(z); j++ {
+			s += abs32(z[j] - a[j])
+		}
+		dst[i] = s
 	}
 }
 
@@ -367,7 +404,7 @@ func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float
 //
 //	∂loss/∂logit_j(m) = (p_j/B)·(Σ_k G[k][m] − Σ_k R[k][j]·G[k][m]/Q[k][m])
 //
-// where G/Q = H in probability space. tot is scratch of length cols.
+// where G/Q = H in probability space. tot is scratch of length 2·cols.
 func (pr *prior) dlogits(b *auxBlock, hs, dl, tot []float32, invB float64) {
 	k, cols, m := pr.k, b.cols, pr.m
 	if pr.probSpace {
@@ -380,12 +417,27 @@ func (pr *prior) dlogits(b *auxBlock, hs, dl, tot []float32, invB float64) {
 			}
 		}
 		ib := float32(invB)
+		var hsum []float32
+		if pr.symmetric {
+			hsum = tot[cols : 2*cols]
+			copy(hsum, hs[:cols])
+			for i := 1; i < k; i++ {
+				blas.Saxpy(cols, 1, hs[i*cols:(i+1)*cols], 1, hsum, 1)
+			}
+		}
 		for j := range k {
 			dj := dl[j*cols : (j+1)*cols]
-			clear(dj)
-			for i := range k {
-				if rv := pr.rf[i*k+j]; rv != 0 {
-					blas.Saxpy(cols, rv, hs[i*cols:(i+1)*cols], 1, dj, 1)
+			if pr.symmetric {
+				g := pr.keep - pr.flip
+				for c, h := range hs[j*cols : (j+1)*cols] {
+					dj[c] = pr.flip*hsum[c] + g*h
+				}
+			} else {
+				clear(dj)
+				for i := range k {
+					if rv := pr.rf[i*k+j]; rv != 0 {
+						blas.Saxpy(cols, rv, hs[i*cols:(i+1)*cols], 1, dj, 1)
+					}
 				}
 			}
 			pj := b.p[j*cols : (j+1)*cols]

@@ -219,7 +219,7 @@ type marginalTrainer struct {
 	bufs       [][]float32 // per worker: M scratch
 	wgrad      [][]float64 // per worker gradient
 	hs, dl     [][]float32 // per worker: K × auxChunk
-	tot        [][]float32 // per worker: auxChunk
+	tot        [][]float32 // per worker: 2·auxChunk
 	s0, s1     [][]float32 // per worker: backward scratch
 	lossN      []float64
 }
@@ -282,7 +282,7 @@ func newMarginalTrainer(ctx context.Context, cfg Config, nt *net, std standardis
 		t.wgrad = append(t.wgrad, make([]float64, len(nt.params)))
 		t.hs = append(t.hs, make([]float32, k*auxChunk))
 		t.dl = append(t.dl, make([]float32, k*auxChunk))
-		t.tot = append(t.tot, make([]float32, auxChunk))
+		t.tot = append(t.tot, make([]float32, 2*auxChunk))
 		t.s0 = append(t.s0, make([]float32, w*auxChunk))
 		t.s1 = append(t.s1, make([]float32, w*auxChunk))
 	}
