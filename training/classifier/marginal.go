@@ -33,14 +33,14 @@ type prior struct {
 	m, d, k   int
 	r         []float64 // K×K row-major, r[k*K+y] = R[k][y]
 	rf        []float32
-	probSpace bool      // kernel in probability space (all R > 0, ratio ≤ maxChannelRatio)
+	probSpace bool // kernel in probability space (all R > 0, ratio ≤ maxChannelRatio)
 	// symmetric: R = flip·11ᵀ + (keep − flip)·I (K-RR), so that Q[k] =
 	// flip + (keep − flip)·P[k] and Σ_k R[k][j]·H[k] = flip·Σ_k H[k] +
 	// (keep − flip)·H[j]: K instead of K² operations per auxiliary point.
 	symmetric  bool
 	keep, flip float32
-	auxR      []float32 // raw auxiliary latents, row-major (M × d)
-	blocks    []auxBlock
+	auxR       []float32 // raw auxiliary latents, row-major (M × d)
+	blocks     []auxBlock
 	// q is K×M row-major: Q[k][m] = Σ_y R[k][y]·softmax_ψ(ẑ_m)_y in
 	// probability space, A[k][m] = log Q[k][m] in log space.
 	q []float32
