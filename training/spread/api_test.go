@@ -34,14 +34,23 @@ func TestParseConfig(t *testing.T) {
 	if c, err = ParseConfig(json.RawMessage(" null ")); err != nil || c != DefaultConfig() {
 		t.Fatalf("null: %+v %v", c, err)
 	}
-	c, err = ParseConfig(json.RawMessage(`{"samples": 16, "iterations": 50, "lr": 0.1, "bins": 64, "seed": 18446744073709551615, "steps_per_iteration": 3}`))
-	want := Config{Samples: 16, Iterations: 50, LR: 0.1, Bins: 64, Seed: math.MaxUint64, StepsPerIteration: 3}
+	if c.Labels != LabelsExact || (Config{}).withDefaults().Labels != LabelsExact {
+		t.Fatalf("default labels %q, want %q", c.Labels, LabelsExact)
+	}
+	c, err = ParseConfig(json.RawMessage(`{"samples": 16, "iterations": 50, "lr": 0.1, "bins": 64, "seed": 18446744073709551615, "steps_per_iteration": 3, "labels": "sampled"}`))
+	want := Config{Samples: 16, Iterations: 50, LR: 0.1, Bins: 64, Seed: math.MaxUint64, StepsPerIteration: 3, Labels: LabelsSampled}
 	if err != nil || c != want {
 		t.Fatalf("full: %+v %v, want %+v", c, err, want)
 	}
 	c, err = ParseConfig(json.RawMessage(`{"iterations": 5}`))
-	if err != nil || c.Iterations != 5 || c.Samples != 8 || c.LR != 0.05 || c.Bins != 32 || c.StepsPerIteration != 1 {
+	if err != nil || c.Iterations != 5 || c.Samples != 8 || c.LR != 0.05 || c.Bins != 32 || c.StepsPerIteration != 1 || c.Labels != LabelsExact {
 		t.Fatalf("partial: %+v %v", c, err)
+	}
+	if c, err = ParseConfig(json.RawMessage(`{"labels": "exact"}`)); err != nil || c != DefaultConfig() {
+		t.Fatalf("labels exact: %+v %v", c, err)
+	}
+	if err := (Config{Labels: "Exact"}).Validate(); err == nil || !strings.Contains(err.Error(), `labels = "Exact"`) {
+		t.Fatalf("Validate labels Exact: %v", err)
 	}
 	for raw, frag := range map[string]string{
 		`{"sample": 8}`:                 "unknown key \"sample\"",
@@ -59,6 +68,10 @@ func TestParseConfig(t *testing.T) {
 		`{"seed": -1}`:                  "seed",
 		`{"steps_per_iteration": 0}`:    "steps_per_iteration = 0",
 		`{"steps_per_iteration": 2000}`: "steps_per_iteration = 2000",
+		`{"labels": ""}`:                `labels = ""`,
+		`{"labels": "marginal"}`:        `labels = "marginal": want "exact"`,
+		`{"labels": 1}`:                 `labels: got JSON number, want a string, "exact" or "sampled"`,
+		`{"label": "exact"}`:            "unknown key \"label\"",
 		`{"samples": 8} {}`:             "trailing data",
 		`[1]`:                           "want a JSON object",
 		`{"samples": 8`:                 "truncated",
@@ -203,6 +216,30 @@ func TestModelRoundTripAndCorruption(t *testing.T) {
 	bad("unknown header field", rehead(strings.Replace(header, `{`, `{"extra":1,`, 1)), "unknown field")
 	bad("format", rehead(strings.Replace(header, "ldpsql-spread-logreg", "ldpsql-vlm", 1)), "header format")
 	bad("config", rehead(strings.Replace(header, `"samples":8`, `"samples":1`, 1)), "config")
+	bad("bad labels", rehead(strings.Replace(header, `"labels":"exact"`, `"labels":"both"`, 1)), `labels = "both"`)
+	bad("no labels in v2", rehead(strings.Replace(header, `,"labels":"exact"`, "", 1)), "no labels in a version 2 artifact")
+
+	// Version 1 (before Config.Labels): the header's config has no
+	// "labels" and the model loads as trained with sampled labels.
+	v1 := func(h string) []byte {
+		a := rehead(h)
+		a = a[:len(a)-32]
+		a[8] = 1
+		return reseal(a)
+	}
+	if !strings.Contains(header, `,"labels":"exact"}`) {
+		t.Fatalf("header %s does not end its config with the labels", header)
+	}
+	m1, err := UnmarshalModel(v1(strings.Replace(header, `,"labels":"exact"`, "", 1)))
+	if err != nil {
+		t.Fatalf("version 1 artifact: %v", err)
+	}
+	if want := func() Config { c := m.Config(); c.Labels = LabelsSampled; return c }(); m1.Config() != want ||
+		!slices.Equal(m1.w, m.w) || !slices.Equal(m1.b, m.b) {
+		t.Fatalf("version 1 artifact loaded as config %+v, want %+v and the same weights", m1.Config(), want)
+	}
+	bad("labels in v1", v1(header), `labels = "exact" in a version 1 artifact`)
+	bad("version 3", func() []byte { a := bytes.Clone(body); a[8] = 3; return reseal(a) }(), "format version 3, this build reads versions 1 and 2")
 	nan := bytes.Clone(body)
 	copy(nan[len(nan)-8:], []byte{0, 0, 0, 0, 0, 0, 0xf8, 0x7f})
 	bad("NaN weight", reseal(nan), "non-finite")

@@ -45,12 +45,25 @@ type Config struct {
 	// EM iteration, all with that iteration's samples and weights (default
 	// 1, the paper's single partial M-step).
 	StepsPerIteration int `json:"steps_per_iteration"`
+	// Labels is how the E-step treats the unknown clean label (see the
+	// package documentation): LabelsExact (the default) sums over the K
+	// classes inside every feature sample (Rao–Blackwellisation: no
+	// sampling error and no finite-S bias from the labels), LabelsSampled
+	// draws c^s ~ ρ(c|c̃) like the features, Barber's original proposal.
+	Labels string `json:"labels"`
 }
 
+// Label treatments (Config.Labels).
+const (
+	LabelsExact   = "exact"
+	LabelsSampled = "sampled"
+)
+
 // DefaultConfig returns S = 8 samples, 300 iterations of one Adam step at
-// base learning rate 0.05, and 32 prior bins for Laplace-noised features.
+// base learning rate 0.05, 32 prior bins for Laplace-noised features and
+// exact marginalisation of the labels.
 func DefaultConfig() Config {
-	return Config{Samples: 8, Iterations: 300, LR: 0.05, Bins: 32, StepsPerIteration: 1}
+	return Config{Samples: 8, Iterations: 300, LR: 0.05, Bins: 32, StepsPerIteration: 1, Labels: LabelsExact}
 }
 
 func (c Config) withDefaults() Config {
@@ -70,13 +83,17 @@ func (c Config) withDefaults() Config {
 	if c.StepsPerIteration == 0 {
 		c.StepsPerIteration = d.StepsPerIteration
 	}
+	if c.Labels == "" {
+		c.Labels = d.Labels
+	}
 	return c
 }
 
 // errOneSample explains why S = 1 is refused.
 var errOneSample = errors.New("samples = 1: the importance weights w(s|n) are normalised over each datapoint's " +
-	"S samples, so with S = 1 every weight is 1, the E-step ignores the classifier and training degenerates to " +
-	"multiple imputation from the label proposal ρ(c|c̃), which ignores x and so cannot undo the label noise; " +
+	"S samples, so with S = 1 every weight is 1 and the E-step degenerates to multiple imputation from the " +
+	"proposal, which ignores the classifier: the features are imputed without regard to the label (and with " +
+	"labels \"sampled\" the labels from ρ(c|c̃), which ignores x and so cannot undo the label noise); " +
 	"use samples ≥ 2")
 
 // validate checks a configuration after withDefaults; errors name the JSON
@@ -95,6 +112,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("bins = %d: want 2 ≤ bins ≤ %d", c.Bins, MaxBins)
 	case c.StepsPerIteration < 1 || c.StepsPerIteration > MaxSteps:
 		return fmt.Errorf("steps_per_iteration = %d: want 1 ≤ steps_per_iteration ≤ %d", c.StepsPerIteration, MaxSteps)
+	case c.Labels != LabelsExact && c.Labels != LabelsSampled:
+		return fmt.Errorf("labels = %q: want %q (sum over the classes, the default) or %q (Barber's sampled label proposal)",
+			c.Labels, LabelsExact, LabelsSampled)
 	}
 	return nil
 }
@@ -110,10 +130,10 @@ func (c Config) Validate() error {
 
 // ParseConfig decodes a JSON object of Config fields ({"samples": 8,
 // "iterations": 300, "lr": 0.05, "bins": 32, "seed": 1,
-// "steps_per_iteration": 1}), fills absent fields with defaults and validates
-// the result. Empty input and null mean all defaults. Unknown keys, wrong
-// types, trailing data, explicit zeros and bad values are errors naming the
-// key.
+// "steps_per_iteration": 1, "labels": "exact"}), fills absent fields with
+// defaults and validates the result. Empty input and null mean all defaults.
+// Unknown keys, wrong types, trailing data, explicit zeros (and "labels": "")
+// and bad values are errors naming the key.
 func ParseConfig(raw json.RawMessage) (Config, error) {
 	var c Config
 	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" {
@@ -125,6 +145,7 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 			Bins              *int     `json:"bins"`
 			Seed              *uint64  `json:"seed"`
 			StepsPerIteration *int     `json:"steps_per_iteration"`
+			Labels            *string  `json:"labels"`
 		}
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
@@ -167,6 +188,12 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		if p.Seed != nil {
 			c.Seed = *p.Seed
 		}
+		if p.Labels != nil {
+			if *p.Labels == "" {
+				return Config{}, fmt.Errorf("spread config: labels = \"\": want %q or %q (leave it out for the default)", LabelsExact, LabelsSampled)
+			}
+			c.Labels = *p.Labels
+		}
 	}
 	c = c.withDefaults()
 	if err := c.validate(); err != nil {
@@ -191,11 +218,14 @@ func configJSONError(err error) error {
 		if te.Field == "seed" {
 			want = "a non-negative integer below 2^64"
 		}
+		if te.Field == "labels" {
+			want = fmt.Sprintf("a string, %q or %q", LabelsExact, LabelsSampled)
+		}
 		return fmt.Errorf("spread config: %s: got JSON %s, want %s", te.Field, te.Value, want)
 	case errors.As(err, &se):
 		return fmt.Errorf("spread config: invalid JSON at byte %d: %v", se.Offset, err)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return fmt.Errorf("spread config: unknown key %s (known: samples, iterations, lr, bins, seed, steps_per_iteration)",
+		return fmt.Errorf("spread config: unknown key %s (known: samples, iterations, lr, bins, seed, steps_per_iteration, labels)",
 			strings.TrimPrefix(err.Error(), "json: unknown field "))
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return errors.New("spread config: truncated JSON")

@@ -32,7 +32,7 @@ func mixedData(n int) Data {
 // gradient back at θ^k.
 func TestMStepGradientFiniteDifferences(t *testing.T) {
 	d := mixedData(200)
-	tr := newTrainer(Config{Samples: 4, StepsPerIteration: 2}.withDefaults(), d, 3)
+	tr := newTrainer(Config{Samples: 4, StepsPerIteration: 2, Labels: LabelsSampled}.withDefaults(), d, 3)
 	rng := rand.New(rand.NewPCG(9, 9))
 	theta0 := make([]float64, 3*3+3)
 	for i := range theta0 {

@@ -51,7 +51,7 @@ func TestLabelsOnlyAgreesWithForwardCorrection(t *testing.T) {
 		fc := fitForward(t, d.X, d.Labels, d.R)
 		star := maximise(t, func(th []float64) (float64, []float64) { return isBound(th, d.X, d.Labels, d.R, tc.s) }, k, dim, nil)
 		var last Progress
-		m, err := Train(context.Background(), Config{Samples: tc.s, Iterations: 600, Seed: 7}, d, func(p Progress) { last = p })
+		m, err := Train(context.Background(), Config{Samples: tc.s, Iterations: 600, Seed: 7, Labels: LabelsSampled}, d, func(p Progress) { last = p })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestISGradientConvergesToForwardGradient(t *testing.T) {
 	theta := []float64{0.4, -0.3, 0.2, -0.4, 0.3, -0.2, 0.1, -0.1} // standardised units, K=2, D=3
 	prevRel := math.Inf(1)
 	for _, s := range []int{2, 8, 32, 128, 512} {
-		tr := newTrainer(Config{Samples: s}.withDefaults(), d, 2)
+		tr := newTrainer(Config{Samples: s, Labels: LabelsSampled}.withDefaults(), d, 2)
 		z := standardised(tr, d.X)
 		_, exact := isBound(theta, z, d.Labels, d.R, s)
 		_, fwd := forwardLL(theta, z, d.Labels, d.R)

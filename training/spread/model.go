@@ -100,8 +100,15 @@ const (
 	artifactMagic  = "LDPSQLSP"
 	artifactFormat = "ldpsql-spread-logreg"
 	// ArtifactVersion is the version of the artifact format MarshalBinary
-	// writes; UnmarshalModel reads only this version.
-	ArtifactVersion = 1
+	// writes. Version 2 added Config.Labels (the header's config must carry
+	// "labels"). UnmarshalModel also reads version 1, written before the
+	// field existed by a trainer that always sampled the labels: its config
+	// must not carry "labels" and loads with Labels = LabelsSampled, which is
+	// how that model was trained (not the current default). The weights'
+	// layout is the same in both versions.
+	ArtifactVersion = 2
+	// artifactV1 is the format before Config.Labels.
+	artifactV1 = 1
 )
 
 type artifactHeader struct {
@@ -143,9 +150,11 @@ func badArtifact(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadArtifact, fmt.Sprintf(format, args...))
 }
 
-// UnmarshalModel decodes an artifact written by MarshalBinary. It checks the
-// magic, the version, the checksum, the header (unknown fields are errors),
-// the shapes, the exact length and that every weight is finite.
+// UnmarshalModel decodes an artifact written by MarshalBinary (version 2) or
+// by a build before Config.Labels (version 1, whose model's Config reports
+// Labels = LabelsSampled, how it was trained). It checks the magic, the
+// version, the checksum, the header (unknown fields are errors), the shapes,
+// the exact length and that every weight is finite.
 func UnmarshalModel(data []byte) (*Model, error) {
 	const fixed = len(artifactMagic) + 8
 	if len(data) < fixed+sha256.Size {
@@ -154,8 +163,9 @@ func UnmarshalModel(data []byte) (*Model, error) {
 	if string(data[:len(artifactMagic)]) != artifactMagic {
 		return nil, badArtifact("not a spread model artifact (magic %q)", data[:len(artifactMagic)])
 	}
-	if v := binary.LittleEndian.Uint32(data[len(artifactMagic):]); v != ArtifactVersion {
-		return nil, badArtifact("format version %d, this build reads version %d", v, ArtifactVersion)
+	version := binary.LittleEndian.Uint32(data[len(artifactMagic):])
+	if version != ArtifactVersion && version != artifactV1 {
+		return nil, badArtifact("format version %d, this build reads versions %d and %d", version, artifactV1, ArtifactVersion)
 	}
 	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
 	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
@@ -182,6 +192,14 @@ func UnmarshalModel(data []byte) (*Model, error) {
 	}
 	if h.InputDim < 1 || h.InputDim > MaxInputDim {
 		return nil, badArtifact("input_dim %d, want 1..%d", h.InputDim, MaxInputDim)
+	}
+	switch {
+	case version == artifactV1 && h.Config.Labels != "":
+		return nil, badArtifact("config: labels = %q in a version %d artifact (the field is new in version %d)", h.Config.Labels, artifactV1, ArtifactVersion)
+	case version == artifactV1:
+		h.Config.Labels = LabelsSampled
+	case h.Config.Labels == "":
+		return nil, badArtifact("config: no labels in a version %d artifact", version)
 	}
 	if err := h.Config.validate(); err != nil {
 		return nil, badArtifact("config: %v", err)

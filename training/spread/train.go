@@ -116,10 +116,13 @@ type trainer struct {
 	n, d, k int
 	s       int
 	labels  []int
+	// exact: Config.Labels is LabelsExact (sum over the classes).
+	exact bool
 	// labelCDF[c̃] is the cumulative label proposal ρ(c|c̃) ∝ R[c̃][c];
-	// logZc[c̃] = log Σ_c R[c̃][c].
+	// logZc[c̃] = log Σ_c R[c̃][c]; logR[c̃][c] = log R[c̃][c].
 	labelCDF [][]float64
 	logZc    []float64
+	logR     [][]float64
 	clean    []int     // clean columns
 	zClean   []float64 // n × len(clean) standardised clean values
 	noisy    []noisyFeature
@@ -129,7 +132,8 @@ type trainer struct {
 	chunks   [][2]int
 	acc      []accum
 	counts   []float64 // weighted bin counts of the last E-step
-	w        []float64 // n × s weights of the current E-step (StepsPerIteration > 1)
+	w        []float64 // n × s weights of the current E-step (sampled labels, StepsPerIteration > 1)
+	thetaK   []float64 // θ^k, the parameters of the current E-step (exact labels)
 }
 
 // accum is one chunk's share of a pass.
@@ -150,15 +154,18 @@ type passResult struct {
 func newTrainer(cfg Config, d Data, k int) *trainer {
 	n, dim := len(d.X), len(d.Channels)
 	t := &trainer{cfg: cfg, n: n, d: dim, k: k, s: cfg.Samples, labels: d.Labels,
-		mean: make([]float64, dim), scale: make([]float64, dim)}
+		exact: cfg.Labels == LabelsExact, mean: make([]float64, dim), scale: make([]float64, dim)}
 	t.labelCDF = make([][]float64, k)
 	t.logZc = make([]float64, k)
+	t.logR = make([][]float64, k)
 	for ct := range k {
 		cdf := make([]float64, k)
+		t.logR[ct] = make([]float64, k)
 		acc := 0.0
 		for c := range k {
 			acc += d.R[ct][c]
 			cdf[c] = acc
+			t.logR[ct][c] = math.Log(d.R[ct][c])
 		}
 		t.labelCDF[ct] = cdf
 		t.logZc[ct] = math.Log(acc)
@@ -233,7 +240,7 @@ func newTrainer(cfg Config, d Data, k int) *trainer {
 		t.acc[c] = accum{grad: make([]float64, k*dim+k), counts: make([]float64, t.nCounts)}
 	}
 	t.counts = make([]float64, t.nCounts)
-	if cfg.StepsPerIteration > 1 {
+	if cfg.StepsPerIteration > 1 && !t.exact {
 		t.w = make([]float64, n*t.s)
 	}
 	return t
@@ -300,11 +307,12 @@ type scratch struct {
 	cs     []int     // s: sampled labels
 	bins   []int32   // s × len(noisy): sampled bins
 	logits []float64 // s × k, turned into probabilities in place
-	logp   []float64 // s: log p_θ(c^s|x^s)
+	logp   []float64 // s: log p_θ(c^s|x^s) (sampled), log q(x^s) (exact)
 	w      []float64 // s
 	base   []float64 // k
 	rsum   []float64 // k
 	lap    []float64 // bins: Laplace proposal CDF
+	resp   []float64 // s × k: responsibilities r(c|s) (exact)
 }
 
 func (t *trainer) newScratch() *scratch {
@@ -314,7 +322,8 @@ func (t *trainer) newScratch() *scratch {
 	}
 	return &scratch{cs: make([]int, t.s), bins: make([]int32, t.s*len(t.noisy)),
 		logits: make([]float64, t.s*t.k), logp: make([]float64, t.s), w: make([]float64, t.s),
-		base: make([]float64, t.k), rsum: make([]float64, t.k), lap: make([]float64, maxB)}
+		base: make([]float64, t.k), rsum: make([]float64, t.k), lap: make([]float64, maxB),
+		resp: make([]float64, t.s*t.k)}
 }
 
 // pass runs one E-step (first: the weights are computed at theta, stored,
@@ -323,6 +332,9 @@ func (t *trainer) newScratch() *scratch {
 // regenerated from the same streams), and returns the mean gradient of the
 // M-step energy at theta.
 func (t *trainer) pass(ctx context.Context, theta []float64, iter int, first bool) (passResult, error) {
+	if first {
+		t.thetaK = append(t.thetaK[:0], theta...)
+	}
 	workers := min(runtime.GOMAXPROCS(0), len(t.chunks))
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -344,7 +356,11 @@ func (t *trainer) pass(ctx context.Context, theta []float64, iter int, first boo
 				a.loglik, a.energy = 0, 0
 				rng := chunkStream(t.cfg.Seed, iter, c)
 				for n := t.chunks[c][0]; n < t.chunks[c][1]; n++ {
-					t.row(n, theta, rng, sc, a, first)
+					if t.exact {
+						t.rowExact(n, theta, rng, sc, a, first)
+					} else {
+						t.row(n, theta, rng, sc, a, first)
+					}
 				}
 			}
 		}()
@@ -380,17 +396,10 @@ func (t *trainer) pass(ctx context.Context, theta []float64, iter int, first boo
 	return r, nil
 }
 
-// row draws row n's S samples, weighs them and adds its terms to a.
-func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *accum, first bool) {
-	k, d, s, nf := t.k, t.d, t.s, len(t.noisy)
-	W, b := theta[:k*d], theta[k*d:]
-
-	// Labels: c^s ~ ρ(c|c̃) ∝ R[c̃][c].
-	lcdf := t.labelCDF[t.labels[n]]
-	for j := range s {
-		sc.cs[j] = searchCDF(lcdf, rng.Float64()*lcdf[k-1])
-	}
-	// Features: x_i^s ~ ρ(x_i|x̃_i) ∝ p(x̃_i|x_i) p(x_i).
+// sampleFeatures draws row n's S samples of the privatised features,
+// x_i^s ~ ρ(x_i|x̃_i) ∝ p(x̃_i|x_i) p(x_i), into sc.bins.
+func (t *trainer) sampleFeatures(n int, rng *rand.Rand, sc *scratch) {
+	s, nf := t.s, len(t.noisy)
 	for fi := range t.noisy {
 		f := &t.noisy[fi]
 		if f.laplace {
@@ -410,8 +419,13 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 			sc.bins[jj*nf+fi] = int32(f.sampleRR(j, rng))
 		}
 	}
-	// Logits: the clean part is shared by all samples.
-	nc := len(t.clean)
+}
+
+// cleanLogits writes to dst the part of row n's logits under θ that all
+// samples share: b + W·(clean features).
+func (t *trainer) cleanLogits(n int, theta, dst []float64) {
+	k, d, nc := t.k, t.d, len(t.clean)
+	W, b := theta[:k*d], theta[k*d:]
 	zc := t.zClean[n*nc : (n+1)*nc]
 	for c := range k {
 		v := b[c]
@@ -419,8 +433,64 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 		for j, col := range t.clean {
 			v += wr[col] * zc[j]
 		}
-		sc.base[c] = v
+		dst[c] = v
 	}
+}
+
+// sampleLogits writes to lg the logits under θ of sample j: base (from
+// cleanLogits) plus W·(sampled privatised features).
+func (t *trainer) sampleLogits(theta, base []float64, sc *scratch, j int, lg []float64) {
+	k, d, nf := t.k, t.d, len(t.noisy)
+	copy(lg, base)
+	for fi := range t.noisy {
+		f := &t.noisy[fi]
+		z := f.z[sc.bins[j*nf+fi]]
+		for c := range k {
+			lg[c] += theta[c*d+f.col] * z
+		}
+	}
+}
+
+// addGradient adds to a the gradient terms Σ_s Σ_c g[s×k + c] (onehot(c) …)
+// of row n: a.grad[c] += g[s,c]·(z^s, 1) summed over the ns samples, z^s
+// the standardised sample (shared clean part, sampled privatised part).
+func (t *trainer) addGradient(n, ns int, g []float64, sc *scratch, a *accum) {
+	k, d, nf, nc := t.k, t.d, len(t.noisy), len(t.clean)
+	clear(sc.rsum)
+	for j := range ns {
+		for c := range k {
+			r := g[j*k+c]
+			sc.rsum[c] += r
+			gr := a.grad[c*d : (c+1)*d]
+			for fi := range t.noisy {
+				f := &t.noisy[fi]
+				gr[f.col] += r * f.z[sc.bins[j*nf+fi]]
+			}
+		}
+	}
+	zc := t.zClean[n*nc : (n+1)*nc]
+	for c := range k {
+		a.grad[k*d+c] += sc.rsum[c]
+		gr := a.grad[c*d : (c+1)*d]
+		for j, col := range t.clean {
+			gr[col] += sc.rsum[c] * zc[j]
+		}
+	}
+}
+
+// row draws row n's S (label, features) samples, weighs them and adds its
+// terms to a (Config.Labels = LabelsSampled).
+func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *accum, first bool) {
+	k, s, nf := t.k, t.s, len(t.noisy)
+
+	// Labels: c^s ~ ρ(c|c̃) ∝ R[c̃][c].
+	lcdf := t.labelCDF[t.labels[n]]
+	for j := range s {
+		sc.cs[j] = searchCDF(lcdf, rng.Float64()*lcdf[k-1])
+	}
+	t.sampleFeatures(n, rng, sc)
+	// Logits: the clean part is shared by all samples.
+	t.cleanLogits(n, theta, sc.base)
 	// probs returns sample j's class probabilities; with no privatised
 	// features every sample has the same x, so they are computed once.
 	shared := nf == 0
@@ -444,14 +514,7 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 	} else {
 		for j := range s {
 			lg := sc.logits[j*k : (j+1)*k]
-			copy(lg, sc.base)
-			for fi := range t.noisy {
-				f := &t.noisy[fi]
-				z := f.z[sc.bins[j*nf+fi]]
-				for c := range k {
-					lg[c] += W[c*d+f.col] * z
-				}
-			}
+			t.sampleLogits(theta, sc.base, sc, j, lg)
 			sc.logp[j] = softmaxInPlace(lg, sc.cs[j])
 		}
 	}
@@ -470,8 +533,9 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 	} else {
 		w = t.w[n*s : (n+1)*s]
 	}
-	// Gradient Σ_s w_s (onehot(c^s) − p_s) (z^s, 1).
-	clear(sc.rsum)
+	// Gradient Σ_s w_s (onehot(c^s) − p_s) (z^s, 1); the coefficients go to
+	// sc.resp, which this mode does not otherwise use.
+	g := sc.resp
 	for j := range s {
 		a.energy += w[j] * sc.logp[j]
 		p := probs(j)
@@ -480,23 +544,93 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 			if c == sc.cs[j] {
 				r += w[j]
 			}
-			sc.rsum[c] += r
-			g := a.grad[c*d : (c+1)*d]
+			g[j*k+c] = r
+		}
+	}
+	t.addGradient(n, s, g, sc, a)
+	if first {
+		for j := range s {
 			for fi := range t.noisy {
 				f := &t.noisy[fi]
-				g[f.col] += r * f.z[sc.bins[j*nf+fi]]
+				a.counts[f.off+int(sc.bins[j*nf+fi])] += w[j]
 			}
 		}
 	}
-	for c := range k {
-		a.grad[k*d+c] += sc.rsum[c]
-		g := a.grad[c*d : (c+1)*d]
-		for j, col := range t.clean {
-			g[col] += sc.rsum[c] * zc[j]
-		}
+}
+
+// rowExact draws row n's S feature samples, weighs them with the label
+// summed out and adds its terms to a (Config.Labels = LabelsExact). At θ^k
+// (t.thetaK, = theta on the E-step's first pass) every sample s gets
+//
+//	log q_s = log Σ_c R[c̃][c] p_θk(c|x^s),   r(c|s) = R[c̃][c] p_θk(c|x^s) / q_s,
+//	w(s)    = softmax_s log q_s,
+//
+// all in log space; they are recomputed, not stored, on later passes of the
+// same E-step (the samples are regenerated from the same stream). The
+// gradient at theta is Σ_s w(s) (r(·|s) − p_θ(·|x^s)) (z^s, 1)ᵀ and the
+// energy Σ_s w(s) Σ_c r(c|s) log p_θ(c|x^s). With no privatised features
+// every sample is the same x, so one is used (w = 1).
+func (t *trainer) rowExact(n int, theta []float64, rng *rand.Rand, sc *scratch, a *accum, first bool) {
+	k, nf := t.k, len(t.noisy)
+	ns := t.s
+	if nf == 0 {
+		ns = 1
+	} else {
+		t.sampleFeatures(n, rng, sc)
+	}
+	logR := t.logR[t.labels[n]]
+	// Logits under θ into sc.logits; under θ^k into sc.resp.
+	t.cleanLogits(n, theta, sc.base)
+	for j := range ns {
+		t.sampleLogits(theta, sc.base, sc, j, sc.logits[j*k:(j+1)*k])
 	}
 	if first {
-		for j := range s {
+		copy(sc.resp[:ns*k], sc.logits[:ns*k])
+	} else {
+		t.cleanLogits(n, t.thetaK, sc.base)
+		for j := range ns {
+			t.sampleLogits(t.thetaK, sc.base, sc, j, sc.resp[j*k:(j+1)*k])
+		}
+	}
+	// Responsibilities and log q_s at θ^k:
+	// log q_s = lse_c(log R[c̃][c] + ℓ_c) − lse_c(ℓ_c), r(·|s) = softmax(log R[c̃] + ℓ).
+	for j := range ns {
+		lg := sc.resp[j*k : (j+1)*k]
+		lseL := logSumExp(lg)
+		m := math.Inf(-1)
+		for c := range k {
+			lg[c] += logR[c]
+			m = max(m, lg[c])
+		}
+		sc.logp[j] = m + math.Log(softmaxShifted(lg, m)) - lseL
+	}
+	w := sc.w[:ns]
+	lse := logSumExp(sc.logp[:ns])
+	for j := range ns {
+		w[j] = math.Exp(sc.logp[j] - lse)
+	}
+	if first {
+		a.loglik += lse - math.Log(float64(ns))
+	}
+	// Energy and gradient coefficients w(s)(r(c|s) − p_θ(c|x^s)), into
+	// sc.resp.
+	for j := range ns {
+		lg := sc.logits[j*k : (j+1)*k]
+		r := sc.resp[j*k : (j+1)*k]
+		lseP := logSumExp(lg)
+		e := 0.0
+		for c := range k {
+			lp := lg[c] - lseP // log p_θ(c|x^s)
+			if r[c] > 0 {
+				e += r[c] * lp
+			}
+			r[c] = w[j] * (r[c] - math.Exp(lp))
+		}
+		a.energy += w[j] * e
+	}
+	t.addGradient(n, ns, sc.resp, sc, a)
+	if first {
+		for j := range ns {
 			for fi := range t.noisy {
 				f := &t.noisy[fi]
 				a.counts[f.off+int(sc.bins[j*nf+fi])] += w[j]
