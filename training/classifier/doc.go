@@ -85,11 +85,16 @@
 //     Q never underflows: Q ≥ min_y R[k][y], which must be ≥ 2^-60.
 //   - Log space, for channels with zeros or a larger ratio (e.g. R =
 //     identity, ε_y = ∞), where Q may underflow: per row, s_m = w'_nm +
-//     A[ỹ_n][m], its maximum s*, e_m = exp(s_m − s*) with the fast exp
-//     below, S_n = Σ e_m ≥ 1, log p = … + s* + log S_n, G[ỹ_n] += e/S_n.
+//     A[ỹ_n][m], e_m = exp(s_m − s*) with the fast exp below, S_n = Σ e_m,
+//     log p = … + s* + log S_n, G[ỹ_n] += e/S_n. The shift s* is
+//     A[ỹ_n][m*] (the value of s at the nearest auxiliary point m*, where
+//     w' = 0), a lower bound of max_m s_m known without a pass over m, so
+//     one pass suffices; it is used when max_m A[ỹ_n][m] − s* ≤ 80 (no e_m
+//     can overflow float32), otherwise s* = max_m s_m costs a first pass.
+//     Either way the term at the maximum or at m* is exactly 1, so S_n ≥ 1.
 //     Terms with s_m − s* < ln 2^-126 are skipped (set to 0): each is below
-//     the smallest normal float32 relative to the largest term, so together
-//     they change S_n ≥ 1 by less than M·2^-126, far below float32 rounding,
+//     the smallest normal float32 relative to that term, so together they
+//     change S_n ≥ 1 by less than M·2^-126, far below float32 rounding,
 //     which is the sense in which skipping is exact. A and the gradient's
 //     G/Q are computed in float64 per auxiliary point (log-sum-exp when Q
 //     underflows even in float64).

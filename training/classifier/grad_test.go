@@ -94,18 +94,20 @@ func TestMarginalGradient(t *testing.T) {
 		direct    bool // also check against the direct (probability-space) Eq 4.11
 		wantProb  bool
 		wantTable bool
-		d         int // 0: 3
+		d         int     // 0: 3
+		scale     float32 // 0: 1; multiplies the weights (large: log-space two-pass rows)
 	}{
-		{"krr/table/hidden5", 40, 15, []int{5}, KRRMatrix(1, 3), 0.8, 0, 0, true, true, true, 0},
-		{"krr/recompute/hidden4x3", 40, 15, []int{4, 3}, KRRMatrix(1.5, 3), 0.8, -1, 0, true, true, false, 0},
-		{"krr/logistic", 40, 15, nil, KRRMatrix(0.5, 3), 1.2, 0, 0, true, true, true, 0},
-		{"identity/log-space/table", 40, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 0.8, 0, 0, true, false, true, 0},
-		{"zero-entry/log-space/recompute", 40, 15, []int{4, 3}, [][]float64{{0.7, 0, 0.2}, {0.3, 0.5, 0.3}, {0, 0.5, 0.5}}, 0.8, -1, 0, true, false, false, 0},
-		{"krr/3-blocks/3-procs", 2100, 20, []int{4}, KRRMatrix(2, 3), 0.6, 0, 3, false, true, true, 0},
-		{"identity/3-blocks/3-procs/recompute", 2100, 20, []int{4}, KRRMatrix(math.Inf(1), 3), 0.6, -1, 3, false, false, false, 0},
-		{"asymmetric-positive/prob-space/table", 40, 15, []int{5}, [][]float64{{0.6, 0.2, 0.1}, {0.3, 0.5, 0.2}, {0.1, 0.3, 0.7}}, 0.8, 0, 0, true, true, true, 0},
-		{"krr/d=8/recompute", 50, 15, []int{5}, KRRMatrix(1, 3), 1.5, -1, 0, true, true, false, 8},
-		{"identity/d=8/table", 50, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 1.5, 0, 0, true, false, true, 8},
+		{"krr/table/hidden5", 40, 15, []int{5}, KRRMatrix(1, 3), 0.8, 0, 0, true, true, true, 0, 0},
+		{"krr/recompute/hidden4x3", 40, 15, []int{4, 3}, KRRMatrix(1.5, 3), 0.8, -1, 0, true, true, false, 0, 0},
+		{"krr/logistic", 40, 15, nil, KRRMatrix(0.5, 3), 1.2, 0, 0, true, true, true, 0, 0},
+		{"identity/log-space/table", 40, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 0.8, 0, 0, true, false, true, 0, 0},
+		{"zero-entry/log-space/recompute", 40, 15, []int{4, 3}, [][]float64{{0.7, 0, 0.2}, {0.3, 0.5, 0.3}, {0, 0.5, 0.5}}, 0.8, -1, 0, true, false, false, 0, 0},
+		{"krr/3-blocks/3-procs", 2100, 20, []int{4}, KRRMatrix(2, 3), 0.6, 0, 3, false, true, true, 0, 0},
+		{"identity/3-blocks/3-procs/recompute", 2100, 20, []int{4}, KRRMatrix(math.Inf(1), 3), 0.6, -1, 3, false, false, false, 0, 0},
+		{"asymmetric-positive/prob-space/table", 40, 15, []int{5}, [][]float64{{0.6, 0.2, 0.1}, {0.3, 0.5, 0.2}, {0.1, 0.3, 0.7}}, 0.8, 0, 0, true, true, true, 0, 0},
+		{"krr/d=8/recompute", 50, 15, []int{5}, KRRMatrix(1, 3), 1.5, -1, 0, true, true, false, 8, 0},
+		{"identity/d=8/table", 50, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 1.5, 0, 0, true, false, true, 8, 0},
+		{"identity/saturated/two-pass", 40, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 0.8, 0, 0, false, false, true, 0, 25},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,8 +124,25 @@ func TestMarginalGradient(t *testing.T) {
 			if tr.pr.probSpace != tc.wantProb || (tr.train.tab != nil) != tc.wantTable {
 				t.Fatalf("kernel: probability space %v, table %v; want %v, %v", tr.pr.probSpace, tr.train.tab != nil, tc.wantProb, tc.wantTable)
 			}
+			if tc.scale != 0 {
+				for i := range nt.params {
+					nt.params[i] *= tc.scale
+				}
+			}
 			grad := make([]float64, len(nt.params))
 			loss := tr.lossGrad(nt, allRows(tc.n), grad)
+			if !tr.pr.probSpace {
+				twoPass := 0
+				for i, y := range labels {
+					if tr.pr.amax[y]-tr.pr.q[y*tc.m+int(tr.train.nearest[i])] > 80 {
+						twoPass++
+					}
+				}
+				if (twoPass > 0) != (tc.scale != 0) {
+					t.Fatalf("%d rows took the two-pass log-space path", twoPass)
+				}
+				t.Logf("%d of %d rows took the two-pass path", twoPass, tc.n)
+			}
 			sizes := nt.sizes
 			ref := func(p []float64) float64 {
 				return refMarginalLog(sizes, p, std, aux, noisy, labels, tc.b, tc.r)

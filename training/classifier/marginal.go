@@ -41,6 +41,8 @@ type prior struct {
 	keep, flip float32
 	auxR       []float32 // raw auxiliary latents, row-major (M × d)
 	blocks     []auxBlock
+	amax       []float32 // log space: max_m A[k][m] after the last head
+	ones       []float32 // M ones, for sums as float64-accumulating dot products
 	// q is K×M row-major: Q[k][m] = Σ_y R[k][y]·softmax_ψ(ẑ_m)_y in
 	// probability space, A[k][m] = log Q[k][m] in log space.
 	q []float32
@@ -51,6 +53,7 @@ type prior struct {
 // passes of one step, its activations and softmax outputs (K × cols).
 type auxBlock struct {
 	m0, cols int
+	amax     []float32 // log space: the block's max_m A[k][m]
 	x        []float32
 	acts     *actBuf
 	p        []float32
@@ -88,6 +91,9 @@ func newPrior(nt *net, std standardiser, aux [][]float32, r [][]float64) *prior 
 		pr.rf[i] = float32(v)
 	}
 	pr.probSpace = channelIsProbSpace(pr.r, k)
+	pr.amax = make([]float32, k)
+	pr.ones = make([]float32, m)
+	fill(pr.ones, 1)
 	pr.symmetric = true
 	for i := range k {
 		for j := range k {
@@ -102,7 +108,8 @@ func newPrior(nt *net, std standardiser, aux [][]float32, r [][]float64) *prior 
 	}
 	for m0 := 0; m0 < m; m0 += auxChunk {
 		cols := min(auxChunk, m-m0)
-		b := auxBlock{m0: m0, cols: cols, x: make([]float32, d*cols), acts: nt.newActs(cols), p: make([]float32, k*cols)}
+		b := auxBlock{m0: m0, cols: cols, x: make([]float32, d*cols), acts: nt.newActs(cols), p: make([]float32, k*cols),
+			amax: make([]float32, k)}
 		std.block(b.x, aux, nil, m0, cols)
 		pr.blocks = append(pr.blocks, b)
 	}
@@ -121,6 +128,14 @@ func (pr *prior) head(nt *net, p int) {
 			pr.headLog(b)
 		}
 	})
+	if !pr.probSpace {
+		fill(pr.amax, float32(math.Inf(-1)))
+		for _, b := range pr.blocks {
+			for i, v := range b.amax {
+				pr.amax[i] = max(pr.amax[i], v)
+			}
+		}
+	}
 }
 
 // headProb: P = softmax over the K rows of each column (fast exp, flushing
@@ -236,6 +251,9 @@ func (pr *prior) headLog(b *auxBlock) {
 			pr.q[i*m+b.m0+c] = float32(logQ(pr.r[i*k:(i+1)*k], logp, p))
 		}
 	}
+	for i := range k {
+		b.amax[i] = slices.Max(pr.q[i*m+b.m0 : i*m+b.m0+cols])
+	}
 }
 
 // mset is one split of privatised points with its ψ-independent terms.
@@ -246,8 +264,9 @@ type mset struct {
 	invb   float32
 	// c[n] = min_m ‖z̃_n − ẑ_m‖₁ (float32 distances, as used in every row),
 	// konst[n] = −log M − d·log(2b) − c[n]/b.
-	c     []float32
-	konst []float64
+	c       []float32
+	nearest []int32 // argmin_m ‖z̃_n − ẑ_m‖₁ (where w'_nm = 0)
+	konst   []float64
 	// tab is the precomputed N×M table (nil: recomputed per row): in
 	// probability space E[n][m] = exp(−(‖z̃_n − ẑ_m‖₁ − c[n])/b) (0 below
 	// 2^-90), in log space w'[n][m] = −(‖z̃_n − ẑ_m‖₁ − c[n])/b.
@@ -324,7 +343,7 @@ const rowsPerTask = 16
 func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b float64, precompute bool, p int) (*mset, error) {
 	n, d, m := len(noisy), pr.d, pr.m
 	s := &mset{n: n, d: d, noisy: make([]float32, 0, n*d), labels: slices.Clone(labels), invb: float32(1 / b),
-		c: make([]float32, n), konst: make([]float64, n)}
+		c: make([]float32, n), konst: make([]float64, n), nearest: make([]int32, n)}
 	for _, r := range noisy {
 		s.noisy = append(s.noisy, r...)
 	}
@@ -350,6 +369,7 @@ func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b 
 			pr.dist(z, row)
 			c := slices.Min(row)
 			s.c[i] = c
+			s.nearest[i] = int32(slices.Index(row, c))
 			s.konst[i] = base - float64(c)/b
 			if s.tab != nil {
 				pr.fromDist(row, c, s.invb)
@@ -382,18 +402,27 @@ func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float
 		return s.konst[i] + math.Log(sum), e, 1 / sum
 	}
 	a := pr.q[k*m : (k+1)*m]
+	// One pass when the shift lo = A[k][nearest] (a lower bound of max_m
+	// s_m, attained where w' = 0) is within 80 of the upper bound max_m
+	// A[k][m]: then no e_m overflows float32, the nearest term is exactly 1
+	// so S ≥ 1, and skipped terms are below 2^-126 of it.
+	if lo := a[s.nearest[i]]; pr.amax[k]-lo <= 80 {
+		for j, w := range e[:len(a)] {
+			buf[j] = fexpFlush(w + a[j] - lo)
+		}
+		sum := blas.Dsdot(m, buf, 1, pr.ones, 1)
+		return s.konst[i] + float64(lo) + math.Log(sum), buf, 1 / sum
+	}
 	mx := float32(math.Inf(-1))
 	for j, w := range e[:len(a)] {
 		x := w + a[j]
 		buf[j] = x
 		mx = max(mx, x)
 	}
-	sum := 0.0
 	for j, x := range buf {
-		y := fexpFlush(x - mx)
-		buf[j] = y
-		sum += float64(y)
+		buf[j] = fexpFlush(x - mx)
 	}
+	sum := blas.Dsdot(m, buf, 1, pr.ones, 1)
 	return s.konst[i] + float64(mx) + math.Log(sum), buf, 1 / sum
 }
 
