@@ -77,8 +77,9 @@ func fullAnalysis(_ *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scop
 // GMS analyzes a subquery on its own (with a non-empty scope) and then fixes its execution indexes
 // again as part of the outer query; the arguments held by a batchEval node would miss that second
 // fix-up, so the rule runs only on the outermost query, where it rewrites subqueries in FROM as well.
-func BatchRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, scope *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
-	if scope.RecursionDepth() > 0 {
+func BatchRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, scope *plan.Scope, sel analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
+	// The same holds for an analysis that leaves exec indexes to an enclosing one (a UNION's branches).
+	if scope.RecursionDepth() > 0 || !assignsExecIndexes(sel) {
 		return n, transform.SameTree, nil
 	}
 	return transform.NodeWithOpaque(ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
@@ -106,7 +107,9 @@ func BatchRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, scope *plan.S
 				}
 				batched = append(batched, be)
 				idx := width + len(batched) - 1
-				return expression.NewGetField(idx, be.Type(ctx), fmt.Sprintf("__batch_%d", idx), be.IsNullable(ctx)), transform.NewTree, nil
+				// Column id 0: a later exec-index pass must not take it for a table column of id idx.
+				gf := expression.NewGetField(idx, be.Type(ctx), fmt.Sprintf("__batch_%d", idx), be.IsNullable(ctx)).WithId(0)
+				return gf.(sql.Expression), transform.NewTree, nil
 			})
 			if err != nil {
 				return nil, transform.SameTree, err

@@ -57,6 +57,23 @@ func init() {
 	analyzer.OnceAfterAll = append(analyzer.OnceAfterAll, analyzer.Rule{Id: ledgerGateRuleID, Apply: ledgerGateRule})
 }
 
+// assignExecIndexesID is the id of GMS's rule that assigns execution indexes (unexported by GMS).
+var assignExecIndexesID = func() analyzer.RuleId {
+	for _, r := range analyzer.OnceAfterAll {
+		if r.Id.String() == "assignExecIndexes" {
+			return r.Id
+		}
+	}
+	panic("udf: GMS has no assignExecIndexes rule")
+}()
+
+// assignsExecIndexes reports whether the analysis that runs a rule assigns execution indexes. GMS
+// analyses a UNION's branches without (the whole statement's analysis does it afterwards); rules that
+// rely on final indexes (BatchRule, the ledger's gate) wait for that one.
+func assignsExecIndexes(sel analyzer.RuleSelector) bool {
+	return sel == nil || sel(assignExecIndexesID)
+}
+
 // ledgerOf returns the engine's ledger, or nil for an analyzer that serves no ldpsql engine.
 func ledgerOf(a *analyzer.Analyzer) *engine.Ledger {
 	if a == nil || a.Catalog == nil {
@@ -638,6 +655,17 @@ func (r *ledgerRelease) evalFlip(ctx *sql.Context, c *collector, b engine.Budget
 // Collecting charges
 
 // collector gathers one statement's releases until they are charged together. Safe for concurrent use.
+//
+// Go code in this package that releases a protected table's data outside the SQL functions (the
+// private validation of TRAIN_NOISY_CLASSIFIER, for example) uses one too:
+//
+//	b, protected := p.e.Ledger.Budget(engine.TableRef{Database: db, Table: table})
+//	c := newCollector(p.e.Ledger, user(ctx))
+//	bits, err := c.releaseLabels(ctx, b, "TRAIN_NOISY_CLASSIFIER", krr2, units, correct) // k-RR, K = 2; memoised in memoise mode
+//	...                                                                                 // nothing derived from bits leaves yet
+//	err = c.commit(ctx)                                                                 // a *engine.BudgetError: return nothing
+//
+// with units from engine.UnitKey(values of b.UnitColumns...).
 type collector struct {
 	ledger *engine.Ledger
 	by     string
@@ -863,9 +891,9 @@ func unpackFloat64s(b []byte, dim int) ([]float64, error) {
 // The gate
 
 // ledgerGateRule puts a ledgerGate above the part of the statement that releases protected data.
-func ledgerGateRule(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, scope *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
+func ledgerGateRule(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, scope *plan.Scope, sel analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
 	l := ledgerOf(a)
-	if l == nil || scope.RecursionDepth() > 0 || !l.AnyProtected() || !containsRelease(ctx, n) || containsGate(ctx, n) {
+	if l == nil || scope.RecursionDepth() > 0 || !assignsExecIndexes(sel) || !l.AnyProtected() || !containsRelease(ctx, n) || containsGate(ctx, n) {
 		return n, transform.SameTree, nil
 	}
 	switch root := n.(type) {
@@ -954,6 +982,9 @@ func (g *ledgerGate) WithChildren(_ *sql.Context, children ...sql.Node) (sql.Nod
 // BuildRowIter implements sql.ExecBuilderNode: the child runs with the statement's collector in its
 // context, where the ledgerRelease expressions find it.
 func (g *ledgerGate) BuildRowIter(ctx *sql.Context, builder sql.NodeExecBuilder, r sql.Row) (sql.RowIter, error) {
+	if collectorFrom(ctx) != nil {
+		return builder.Build(ctx, g.Child, r) // inside another gate: that one charges
+	}
 	c := newCollector(g.ledger, user(ctx))
 	cctx := ctx.WithContext(context.WithValue(ctx.Context, collectorKey{}, c))
 	child, err := builder.Build(cctx, g.Child, r)

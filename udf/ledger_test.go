@@ -335,6 +335,16 @@ func TestLedgerStatements(t *testing.T) {
 	if s := l.spent("t"); s["4"] != 0.25 {
 		t.Fatalf("derived table, view and CTE of one release: spent %v", s["4"])
 	}
+	// A UNION's branches are charged together, before either returns a row.
+	if rows := l.q("SELECT id, FLIP_LABEL(y, 0.25, 2) FROM t UNION ALL SELECT id, FLIP_LABEL(y, 0.25, 2) FROM t"); len(rows) != 40 {
+		t.Fatalf("UNION: %d rows", len(rows))
+	}
+	if rows, err := l.as("root", "SELECT id, FLIP_LABEL(y, 0.01, 2) FROM t WHERE id = 0 UNION ALL SELECT id, FLIP_LABEL(y, 5, 2) FROM t WHERE id = 1"); err == nil || len(rows) != 0 {
+		t.Fatalf("over-budget UNION: %v %v", rows, err)
+	}
+	if s := l.spent("t"); s["4"] != 0.25 || s["0"] != 0.25 {
+		t.Fatalf("UNION: spent %v", s)
+	}
 	// INSERT … SELECT and CREATE TABLE … AS SELECT are charged before they write.
 	l.q("CREATE TABLE out1 AS SELECT id, FLIP_LABEL(y, 0.25, 3) AS r FROM t")
 	l.q("CREATE TABLE out2 (id INT PRIMARY KEY, r INT)")
