@@ -11,4 +11,10 @@
 // Every statement is atomic: a table editor writes into one DuckDB transaction that commits when GMS
 // reports the statement complete and rolls back when it reports an error. Multi-statement transactions
 // (BEGIN … COMMIT) are not supported yet: each statement commits on its own.
+//
+// ldpsql's own metadata lives in the DuckDB schema ldpsql_catalog, which clients see as a read-only
+// database: the mechanism catalog (catalog.go), background jobs (jobs.go) and the privacy ledger
+// (ledger.go), which keeps the budget of every protected table, what each privacy unit has spent, and
+// a record of every release, and charges releases atomically (Ledger.Charge) for package udf's SQL
+// functions and for any Go code that releases data.
 package engine
