@@ -25,56 +25,67 @@ func mixedData(n int) Data {
 	return Data{X: xt, Labels: ct, Channels: chans, R: r}
 }
 
-// The M-step gradient is the gradient of the energy
-// E(θ) = (1/N) Σ_n Σ_s w(s|n) log p_θ(c^s|x^s) with the weights held at
-// θ^k: checked by central finite differences at θ ≠ θ^k, with every channel
+// The M-step gradient is the gradient of the energy, with the E-step's
+// weights and responsibilities held at θ^k:
+//
+//	sampled: E(θ) = (1/N) Σ_n Σ_s w(s|n) log p_θ(c^s|x^s),
+//	exact:   E(θ) = (1/N) Σ_n Σ_s w(s|n) Σ_c r(c|n,s) log p_θ(c|x^s),
+//
+// checked by central finite differences at θ ≠ θ^k, with every channel
 // kind present. Re-generated samples must also give exactly the E-step's
 // gradient back at θ^k.
 func TestMStepGradientFiniteDifferences(t *testing.T) {
-	d := mixedData(200)
-	tr := newTrainer(Config{Samples: 4, StepsPerIteration: 2, Labels: LabelsSampled}.withDefaults(), d, 3)
-	rng := rand.New(rand.NewPCG(9, 9))
-	theta0 := make([]float64, 3*3+3)
-	for i := range theta0 {
-		theta0[i] = 0.5 * rng.NormFloat64()
-	}
-	ctx := context.Background()
-	const iter = 5
-	r0, err := tr.pass(ctx, theta0, iter, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, _ := tr.pass(ctx, theta0, iter, false)
-	if !slices.Equal(r0.grad, again.grad) || r0.energy != again.energy {
-		t.Fatalf("regenerated samples give a different gradient at θ^k: %v vs %v", again.grad, r0.grad)
-	}
-	theta1 := slices.Clone(theta0)
-	for i := range theta1 {
-		theta1[i] += 0.3 * rng.NormFloat64()
-	}
-	r1, _ := tr.pass(ctx, theta1, iter, false)
-	const h = 1e-5
-	for i := range theta1 {
-		p, m := slices.Clone(theta1), slices.Clone(theta1)
-		p[i] += h
-		m[i] -= h
-		ep, _ := tr.pass(ctx, p, iter, false)
-		em, _ := tr.pass(ctx, m, iter, false)
-		fd := (ep.energy - em.energy) / (2 * h)
-		// E is smooth with O(1) derivatives: the truncation error is
-		// O(h²) ≈ 1e-10 and the rounding error O(1e-16/h) ≈ 1e-11.
-		if math.Abs(fd-r1.grad[i]) > 1e-7 {
-			t.Errorf("∂E/∂θ[%d]: analytic %.10f, finite difference %.10f", i, r1.grad[i], fd)
-		}
-	}
-	// The energy is Σ_s w log p ≤ 0 and the weights sum to 1 per row.
-	for n := range 200 {
-		if s := tr.w[4*n] + tr.w[4*n+1] + tr.w[4*n+2] + tr.w[4*n+3]; math.Abs(s-1) > 1e-12 {
-			t.Fatalf("row %d weights sum to %v", n, s)
-		}
-	}
-	if r1.energy > 0 {
-		t.Errorf("energy %v > 0", r1.energy)
+	for _, labels := range []string{LabelsSampled, LabelsExact} {
+		t.Run(labels, func(t *testing.T) {
+			d := mixedData(200)
+			tr := newTrainer(Config{Samples: 4, StepsPerIteration: 2, Labels: labels}.withDefaults(), d, 3)
+			rng := rand.New(rand.NewPCG(9, 9))
+			theta0 := make([]float64, 3*3+3)
+			for i := range theta0 {
+				theta0[i] = 0.5 * rng.NormFloat64()
+			}
+			ctx := context.Background()
+			const iter = 5
+			r0, err := tr.pass(ctx, theta0, iter, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _ := tr.pass(ctx, theta0, iter, false)
+			if !slices.Equal(r0.grad, again.grad) || r0.energy != again.energy {
+				t.Fatalf("regenerated samples give a different gradient at θ^k: %v vs %v", again.grad, r0.grad)
+			}
+			theta1 := slices.Clone(theta0)
+			for i := range theta1 {
+				theta1[i] += 0.3 * rng.NormFloat64()
+			}
+			r1, _ := tr.pass(ctx, theta1, iter, false)
+			const h = 1e-5
+			for i := range theta1 {
+				p, m := slices.Clone(theta1), slices.Clone(theta1)
+				p[i] += h
+				m[i] -= h
+				ep, _ := tr.pass(ctx, p, iter, false)
+				em, _ := tr.pass(ctx, m, iter, false)
+				fd := (ep.energy - em.energy) / (2 * h)
+				// E is smooth with O(1) derivatives: the truncation error is
+				// O(h²) ≈ 1e-10 and the rounding error O(1e-16/h) ≈ 1e-11.
+				if math.Abs(fd-r1.grad[i]) > 1e-7 {
+					t.Errorf("∂E/∂θ[%d]: analytic %.10f, finite difference %.10f", i, r1.grad[i], fd)
+				}
+			}
+			// The weights sum to 1 per row (sampled mode stores them) and
+			// the energy, a mean of log-probabilities, is ≤ 0.
+			if labels == LabelsSampled {
+				for n := range 200 {
+					if s := tr.w[4*n] + tr.w[4*n+1] + tr.w[4*n+2] + tr.w[4*n+3]; math.Abs(s-1) > 1e-12 {
+						t.Fatalf("row %d weights sum to %v", n, s)
+					}
+				}
+			}
+			if r1.energy > 0 || !(r0.loglik < 0) {
+				t.Errorf("energy %v > 0 or LogLik %v not < 0", r1.energy, r0.loglik)
+			}
+		})
 	}
 }
 
