@@ -247,29 +247,31 @@ func TestModelRoundTripAndCorruption(t *testing.T) {
 }
 
 // A seed gives bit-identical models whatever GOMAXPROCS is (chunks are
-// reduced in order); another seed gives another model.
+// reduced in order); another seed gives another model. Both label modes.
 func TestReproducible(t *testing.T) {
 	d := mixedData(700) // 10 chunks
-	cfg := Config{Iterations: 15, Seed: 42, StepsPerIteration: 2}
-	train := func(c Config, procs int) []byte {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		m, err := Train(context.Background(), c, d, nil)
-		if err != nil {
-			t.Fatal(err)
+	for _, labels := range []string{LabelsSampled, LabelsExact} {
+		cfg := Config{Iterations: 15, Seed: 42, StepsPerIteration: 2, Labels: labels}
+		train := func(c Config, procs int) []byte {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			m, err := Train(context.Background(), c, d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := m.MarshalBinary()
+			return b
 		}
-		b, _ := m.MarshalBinary()
-		return b
-	}
-	a, b := train(cfg, 1), train(cfg, 4)
-	if !bytes.Equal(a, b) {
-		t.Fatal("GOMAXPROCS 1 and 4 give different models")
-	}
-	if c := train(cfg, 2); !bytes.Equal(a, c) {
-		t.Fatal("two runs give different models")
-	}
-	cfg.Seed = 43
-	if c := train(cfg, 2); bytes.Equal(a, c) {
-		t.Fatal("seeds 42 and 43 give the same model")
+		a, b := train(cfg, 1), train(cfg, 4)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("labels %q: GOMAXPROCS 1 and 4 give different models", labels)
+		}
+		if c := train(cfg, 2); !bytes.Equal(a, c) {
+			t.Fatalf("labels %q: two runs give different models", labels)
+		}
+		cfg.Seed = 43
+		if c := train(cfg, 2); bytes.Equal(a, c) {
+			t.Fatalf("labels %q: seeds 42 and 43 give the same model", labels)
+		}
 	}
 }
 
