@@ -95,7 +95,7 @@ func TestMarginalGradient(t *testing.T) {
 		wantProb  bool
 		wantTable bool
 		d         int     // 0: 3
-		scale     float32 // 0: 1; multiplies the weights (large: log-space two-pass rows)
+		scale     float32 // 0: 1; multiplies the weights (25: two-pass rows, Q < 1e-300 at some points)
 	}{
 		{"krr/table/hidden5", 40, 15, []int{5}, KRRMatrix(1, 3), 0.8, 0, 0, true, true, true, 0, 0},
 		{"krr/recompute/hidden4x3", 40, 15, []int{4, 3}, KRRMatrix(1.5, 3), 0.8, -1, 0, true, true, false, 0, 0},
@@ -107,7 +107,7 @@ func TestMarginalGradient(t *testing.T) {
 		{"asymmetric-positive/prob-space/table", 40, 15, []int{5}, [][]float64{{0.6, 0.2, 0.1}, {0.3, 0.5, 0.2}, {0.1, 0.3, 0.7}}, 0.8, 0, 0, true, true, true, 0, 0},
 		{"krr/d=8/recompute", 50, 15, []int{5}, KRRMatrix(1, 3), 1.5, -1, 0, true, true, false, 8, 0},
 		{"identity/d=8/table", 50, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 1.5, 0, 0, true, false, true, 8, 0},
-		{"identity/saturated/two-pass", 40, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 0.8, 0, 0, false, false, true, 0, 25},
+		{"identity/saturated/two-pass+Q-underflow", 40, 15, []int{5}, KRRMatrix(math.Inf(1), 3), 0.8, 0, 0, false, false, true, 0, 25},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,7 +141,18 @@ func TestMarginalGradient(t *testing.T) {
 				if (twoPass > 0) != (tc.scale != 0) {
 					t.Fatalf("%d rows took the two-pass log-space path", twoPass)
 				}
-				t.Logf("%d of %d rows took the two-pass path", twoPass, tc.n)
+				under := 0
+				for _, b := range tr.pr.blocks {
+					for _, a := range b.a64 {
+						if a <= -690 {
+							under++
+						}
+					}
+				}
+				if (under > 0) != (tc.scale >= 25) {
+					t.Fatalf("%d values of Q underflow float64", under)
+				}
+				t.Logf("%d of %d rows took the two-pass path; Q underflows float64 at %d of %d points", twoPass, tc.n, under, 3*tc.m)
 			}
 			sizes := nt.sizes
 			ref := func(p []float64) float64 {

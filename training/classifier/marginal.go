@@ -54,9 +54,12 @@ type prior struct {
 type auxBlock struct {
 	m0, cols int
 	amax     []float32 // log space: the block's max_m A[k][m]
-	x        []float32
-	acts     *actBuf
-	p        []float32
+	// log space, kept from the head for the gradient (cols × K, per column):
+	// softmax, its log, and A = log Q, in float64.
+	p64, logp64, a64 []float64
+	x                []float32
+	acts             *actBuf
+	p                []float32
 }
 
 // channelIsProbSpace reports whether the probability-space kernel is exact
@@ -241,14 +244,18 @@ func logQ(r []float64, logp, p []float64) float64 {
 func (pr *prior) headLog(b *auxBlock) {
 	k, cols, m := pr.k, b.cols, pr.m
 	lg := b.acts.logits()
-	logp, p := make([]float64, k), make([]float64, k)
+	if b.p64 == nil {
+		b.p64, b.logp64, b.a64 = make([]float64, k*cols), make([]float64, k*cols), make([]float64, k*cols)
+	}
 	for c := range cols {
+		logp, p, a := b.logp64[c*k:(c+1)*k], b.p64[c*k:(c+1)*k], b.a64[c*k:(c+1)*k]
 		colSoftmax64(lg, cols, c, logp, p)
 		for y := range k {
 			b.p[y*cols+c] = float32(p[y])
 		}
 		for i := range k {
-			pr.q[i*m+b.m0+c] = float32(logQ(pr.r[i*k:(i+1)*k], logp, p))
+			a[i] = logQ(pr.r[i*k:(i+1)*k], logp, p)
+			pr.q[i*m+b.m0+c] = float32(a[i])
 		}
 	}
 	for i := range k {
@@ -476,10 +483,9 @@ func (pr *prior) dlogits(b *auxBlock, hs, dl, tot []float32, invB float64) {
 		}
 		return
 	}
-	lg := b.acts.logits()
-	logp, p, u := make([]float64, k), make([]float64, k), make([]float64, k)
+	u := make([]float64, k)
 	for c := range cols {
-		colSoftmax64(lg, cols, c, logp, p)
+		logp, p, a := b.logp64[c*k:(c+1)*k], b.p64[c*k:(c+1)*k], b.a64[c*k:(c+1)*k]
 		clear(u)
 		t := 0.0
 		for i := range k {
@@ -489,20 +495,15 @@ func (pr *prior) dlogits(b *auxBlock, hs, dl, tot []float32, invB float64) {
 			}
 			t += g
 			ri := pr.r[i*k : (i+1)*k]
-			q := 0.0
-			for y, rv := range ri {
-				q += rv * p[y]
-			}
-			if q > 1e-300 {
-				f := g / q
+			if a[i] > -690 { // Q = e^A ≥ 1e-300: ratios in probability space
+				f := g * math.Exp(-a[i])
 				for j, rv := range ri {
 					u[j] += f * rv * p[j]
 				}
 			} else {
-				a := logQ(ri, logp, p)
 				for j, rv := range ri {
 					if rv > 0 {
-						u[j] += g * rv * math.Exp(logp[j]-a)
+						u[j] += g * rv * math.Exp(logp[j]-a[i])
 					}
 				}
 			}
