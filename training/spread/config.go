@@ -26,8 +26,10 @@ const (
 type Config struct {
 	// Samples is S, the importance samples drawn per datapoint and iteration
 	// (default 8). It must be ≥ 2: the weights are self-normalised over a
-	// datapoint's S samples, so with S = 1 every weight is 1 and the label
-	// correction disappears.
+	// datapoint's S samples, so with S = 1 every weight is 1 and the
+	// privatised features (and, with sampled labels, the labels) would be
+	// imputed without regard to the classifier. With exact labels and no
+	// privatised feature it does not matter (every sample is the datapoint).
 	Samples int `json:"samples"`
 	// Iterations is the number of EM iterations (default 300); each draws
 	// fresh samples.

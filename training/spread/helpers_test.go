@@ -259,7 +259,7 @@ func compositions(rho []float64, s int) []composition {
 // log-likelihood, (1/N) Σ_n E[log Σ_c' R[c̃_n][c'] (1/S) Σ_s p_θ(c^s|x_n)],
 // and its gradient. With clean features, Σ_s w(s|n)(onehot(c^s) − p_θ(·|x_n))
 // is exactly the gradient of log (1/S) Σ_s p_θ(c^s|x_n) with respect to the
-// logits, so the expected E-step gradient of the trainer is ∇isBound: its
+// logits, so the expected E-step gradient of the trainer with sampled labels is ∇isBound: its
 // fixed point is the maximiser of this (IWAE-type) bound, which rises to the
 // forward-corrected log-likelihood as S → ∞.
 func isBound(theta []float64, x [][]float64, ct []int, r [][]float64, s int) (float64, []float64) {

@@ -30,7 +30,9 @@ func labelsOnlyData(k, n int) (d Data, xtest [][]float64) {
 
 // With clean features the spread likelihood is exact: the forward-corrected
 // log-likelihood Σ_n log Σ_c R[c̃_n][c] p_θ(c|x_n) (digest §I.8.7). Spread-EM
-// must find its maximiser θ_FC up to the self-normalised IS bias, which is
+// with sampled labels (Config.Labels "sampled"; for "exact" see
+// TestExactLabelsMatchForwardCorrection) must find its maximiser θ_FC up
+// to the self-normalised IS bias, which is
 // known exactly here: with clean features the E-step gradient is the
 // gradient of log (1/S) Σ_s p_θ(c^s|x) (see isBound), so EM's fixed point is
 // θ*_S, the maximiser of the expected S-sample bound, computed
@@ -117,7 +119,7 @@ func TestISBiasVanishesAsSGrows(t *testing.T) {
 	}
 }
 
-// Fisher's identity: at θ = θ^k, the E-step's gradient Σ_s w(s|n)(…) is
+// Fisher's identity: at θ = θ^k, the sampled-labels E-step's gradient Σ_s w(s|n)(…) is
 // the self-normalised IS estimate of ∇ log p̃_θ(c̃_n|x̃_n). Its expectation
 // is ∇isBound (exactly, for clean features), which converges to the
 // forward-corrected gradient as S grows. The test checks the trainer's
