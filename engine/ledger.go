@@ -183,16 +183,16 @@ type Ledger struct {
 	nextID int64
 	closed bool
 
-	cacheMu  sync.RWMutex
-	budgets  map[string]Budget // by TableRef.key()
-	memoised map[string]int64  // memoisable releases recorded per table; 0: no lookup needed
+	cacheMu sync.RWMutex
+	budgets map[string]Budget      // by TableRef.key()
+	memo    map[string]*memoFilter // memoisable releases recorded per table
 }
 
 func newLedger(db *gosql.DB) (*Ledger, error) {
 	if _, err := db.Exec(createLedgerTables); err != nil {
 		return nil, fmt.Errorf("creating the ledger tables: %w", err)
 	}
-	l := &Ledger{db: db, budgets: map[string]Budget{}, memoised: map[string]int64{}}
+	l := &Ledger{db: db, budgets: map[string]Budget{}, memo: map[string]*memoFilter{}}
 	rows, err := db.Query(`SELECT db, table_name, eps_total, mode, unit_columns, set_by, set_at FROM ` + CatalogSchema + `.ldp_budget`)
 	if err != nil {
 		return nil, err
@@ -223,7 +223,7 @@ func newLedger(db *gosql.DB) (*Ledger, error) {
 		if err := counts.Scan(&t.Database, &t.Table, &n); err != nil {
 			return nil, err
 		}
-		l.memoised[t.key()] = n
+		l.memo[t.key()] = &memoFilter{n: n}
 	}
 	if err := counts.Err(); err != nil {
 		return nil, err
@@ -322,19 +322,22 @@ func (l *Ledger) Memo(ctx context.Context, t TableRef, keys []MemoKey) (map[Memo
 	if !ok || len(keys) == 0 {
 		return out, nil
 	}
-	l.cacheMu.RLock()
-	n := l.memoised[b.key()]
-	l.cacheMu.RUnlock()
-	if n == 0 {
-		return out, nil
-	}
 	want := make(map[MemoKey]bool, len(keys))
 	hashes := make([]int64, 0, len(keys))
+	filter, err := l.memoFilter(ctx, b.TableRef)
+	if err != nil || filter == nil {
+		return out, err
+	}
+	l.cacheMu.RLock()
 	for _, k := range keys {
-		if !want[k] {
+		if h := memoHash(k.Unit, k.Digest); !want[k] && filter.has(h) {
 			want[k] = true
-			hashes = append(hashes, memoHash(k.Unit, k.Digest))
+			hashes = append(hashes, h)
 		}
+	}
+	l.cacheMu.RUnlock()
+	if len(hashes) == 0 {
+		return out, nil // none was ever recorded: no need to ask DuckDB
 	}
 	rows, err := l.db.QueryContext(ctx, `SELECT unit_key, input_digest, released_value FROM `+CatalogSchema+`.ldp_releases
 		WHERE memo_key IN (SELECT unnest(?::BIGINT[])) AND db = ? AND table_name = ? AND released_value IS NOT NULL
@@ -443,7 +446,13 @@ func (l *Ledger) Charge(ctx context.Context, releasedBy string, charges []Charge
 	l.cacheMu.Lock()
 	for i, c := range charges {
 		if c.Release != nil {
-			l.memoised[groups[gid[i]].table.key()]++
+			k := groups[gid[i]].table.key()
+			f := l.memo[k]
+			if f == nil {
+				f = &memoFilter{}
+				l.memo[k] = f
+			}
+			f.add(memoHash(c.Unit, c.Digest))
 		}
 	}
 	l.cacheMu.Unlock()
@@ -612,11 +621,111 @@ func (l *Ledger) renamed(from, to TableRef) {
 		return
 	}
 	delete(l.budgets, from.key())
-	n := l.memoised[from.key()]
-	delete(l.memoised, from.key())
+	f := l.memo[from.key()]
+	delete(l.memo, from.key())
 	b.Table = to.Table
 	l.budgets[b.key()] = b
-	l.memoised[b.key()] = n
+	if f != nil {
+		l.memo[b.key()] = f
+	}
+}
+
+// memoFilter is a Bloom filter of a table's memoisable releases (their memo keys): a release asked for
+// for the first time, the common case, is known to be new without a query. It is built from
+// ldp_releases when first needed and rebuilt twice as large when it fills up.
+type memoFilter struct {
+	n    int64    // memoisable releases recorded
+	bits []uint64 // nil until built (and after it filled up)
+}
+
+const memoFilterHashes = 4
+
+func (f *memoFilter) slots(h int64) [memoFilterHashes]uint64 {
+	m := uint64(len(f.bits)) * 64
+	h1, h2 := uint64(h), uint64(h)>>32|1
+	var out [memoFilterHashes]uint64
+	for i := range out {
+		out[i] = (h1 + uint64(i)*h2) & (m - 1)
+	}
+	return out
+}
+
+// has reports whether h may have been added (false: certainly not). An unbuilt filter has everything.
+func (f *memoFilter) has(h int64) bool {
+	if f.n == 0 {
+		return false
+	}
+	if f.bits == nil {
+		return true
+	}
+	for _, s := range f.slots(h) {
+		if f.bits[s/64]&(1<<(s%64)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *memoFilter) add(h int64) {
+	f.n++
+	if f.bits == nil {
+		return
+	}
+	if f.n*16 > int64(len(f.bits))*64 { // over 1/16 full: rebuild larger when next needed
+		f.bits = nil
+		return
+	}
+	for _, s := range f.slots(h) {
+		f.bits[s/64] |= 1 << (s % 64)
+	}
+}
+
+// memoFilter returns table t's filter, building it from ldp_releases if need be (nil: no releases).
+func (l *Ledger) memoFilter(ctx context.Context, t TableRef) (*memoFilter, error) {
+	l.cacheMu.RLock()
+	f := l.memo[t.key()]
+	ready := f == nil || f.n == 0 || f.bits != nil
+	l.cacheMu.RUnlock()
+	if ready {
+		return f, nil
+	}
+	// Build it while no charge runs, so that none of the releases is missed.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cacheMu.RLock()
+	f = l.memo[t.key()]
+	ready = f.bits != nil
+	n := f.n
+	l.cacheMu.RUnlock()
+	if ready {
+		return f, nil
+	}
+	size := 1 << 16
+	for int64(size) < n*64 { // room to grow fourfold before the next rebuild
+		size <<= 1
+	}
+	nf := &memoFilter{bits: make([]uint64, size/64)}
+	rows, err := l.db.QueryContext(ctx, `SELECT memo_key FROM `+CatalogSchema+`.ldp_releases WHERE db = ? AND table_name = ? AND released_value IS NOT NULL`,
+		t.Database, t.Table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h int64
+		if err := rows.Scan(&h); err != nil {
+			return nil, err
+		}
+		nf.add(h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	nf.n = n // the records are the truth; duplicates (charge mode) were counted once each anyway
+	l.cacheMu.Lock()
+	l.memo[t.key()] = nf
+	l.cacheMu.Unlock()
+	return nf, nil
 }
 
 // memoHash is ldp_releases.memo_key: 64 bits of SHA-256 of the unit and the digest, so memo lookups scan

@@ -235,3 +235,41 @@ func BenchmarkLedger(b *testing.B) {
 		b.ReportMetric(float64(len(memoKeys))*float64(b.N)/b.Elapsed().Seconds(), "lookups/s")
 	})
 }
+
+// Memo's filter: built from the record when first needed, kept up to date by charges, rebuilt larger
+// when it fills up; it never hides a recorded release.
+func TestLedgerMemoFilter(t *testing.T) {
+	e := openT(t, MemoryPath)
+	ctx := context.Background()
+	tbl := TableRef{Database: "ldpsql", Table: "t"}
+	if err := e.Ledger.SetBudget(ctx, Budget{TableRef: tbl, EpsTotal: 100, UnitColumns: []string{"id"}}); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(c []Charge) []MemoKey {
+		out := make([]MemoKey, len(c))
+		for i, x := range c {
+			out[i] = MemoKey{x.Unit, x.Digest}
+		}
+		return out
+	}
+	var all []Charge
+	for round, n := range []int{10, 3000, 6000, 20000} {
+		c := ledgerCharges(tbl, n, 1, fmt.Sprint(round))
+		if m, err := e.Ledger.Memo(ctx, tbl, keys(c)); err != nil || len(m) != 0 {
+			t.Fatalf("round %d: %d hits before the charge, %v", round, len(m), err)
+		}
+		if err := e.Ledger.Charge(ctx, "root", c); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, c...)
+		m, err := e.Ledger.Memo(ctx, tbl, keys(all))
+		if err != nil || len(m) != len(all) {
+			t.Fatalf("round %d: %d of %d recorded releases found, %v", round, len(m), len(all), err)
+		}
+		for _, c := range all[:min(20, len(all))] {
+			if string(m[MemoKey{c.Unit, c.Digest}]) != string(c.Release) {
+				t.Fatalf("round %d: wrong release for %s", round, c.Unit)
+			}
+		}
+	}
+}
