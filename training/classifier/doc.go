@@ -113,12 +113,17 @@
 // For a symmetric channel (K-RR) the products with R cost K instead of K²
 // per auxiliary point: Q[k] = flip + (keep − flip)·softmax_k.
 //
-// Parallelism: the MLP passes run over blocks of 1024 auxiliary points on
-// runtime.GOMAXPROCS goroutines; the kernel splits the minibatch into
-// GOMAXPROCS contiguous parts with one K×M accumulator each, summed per
-// block in worker order; gradients are summed in a fixed order. Training is
-// therefore reproducible bit for bit for a given seed, GOMAXPROCS and
-// machine (the forward objective does not depend on GOMAXPROCS at all).
+// Parallelism: every phase of a step hands out work dynamically to
+// runtime.GOMAXPROCS goroutines (so a goroutine the operating system
+// deschedules holds up no barrier): the MLP passes over blocks of 1024
+// auxiliary points; the kernel first over the minibatch's rows (S_n and the
+// row's vector), then over blocks of auxiliary points (each block adds the
+// rows' contributions to its own columns of the K×M accumulator, in batch
+// order); the backward pass over fixed groups of blocks, whose gradients
+// are summed in order. Every floating-point sum thus has a fixed order, and
+// training is reproducible bit for bit for a given seed, data and build,
+// whatever GOMAXPROCS (both objectives). Batches whose rows' vectors would
+// exceed 256 MiB are processed in chunks of rows, with identical results.
 //
 // # The MLP
 //

@@ -177,6 +177,37 @@ func TestMarginalGradient(t *testing.T) {
 	}
 }
 
+// TestMarginalChunksAndGroups: splitting the batch into chunks of rows
+// (bounded row buffer) gives bit-identical gradients, since every
+// accumulator still sums the rows in batch order; fewer gradient groups
+// than blocks only reorders the float64 sum over blocks.
+func TestMarginalChunksAndGroups(t *testing.T) {
+	for _, eps := range []float64{1, math.Inf(1)} {
+		r := KRRMatrix(eps, 3)
+		aux, noisy, labels := tinyMarginal(8, 2500, 40, 3, 3, 0.7)
+		tr, nt, _ := newTestMarginal(t, aux, noisy, labels, 0.7, r, []int{6}, -1)
+		want := make([]float64, len(nt.params))
+		wantLoss := tr.lossGrad(nt, allRows(40), want)
+		defer func(a, b int) { maxRowBuf, maxGroupGrads = a, b }(maxRowBuf, maxGroupGrads)
+		maxRowBuf, maxGroupGrads = 4*2500*7, len(nt.params) // chunks of 7 rows, one group
+		tr2, _, _ := newTestMarginal(t, aux, noisy, labels, 0.7, r, []int{6}, -1)
+		if tr2.chunkLen != 7 || tr2.groups != 1 || len(tr2.pr.blocks) != 3 {
+			t.Fatalf("chunk %d rows, %d groups of %d blocks", tr2.chunkLen, tr2.groups, len(tr2.pr.blocks))
+		}
+		got := make([]float64, len(nt.params))
+		loss := tr2.lossGrad(nt, allRows(40), got)
+		if loss != wantLoss {
+			t.Errorf("ε_y = %v: chunked loss %v, want %v", eps, loss, wantLoss)
+		}
+		for i := range got {
+			if math.Abs(got[i]-want[i]) > 1e-12*math.Max(1, math.Abs(want[i])) {
+				t.Fatalf("ε_y = %v: parameter %d: %v, want %v", eps, i, got[i], want[i])
+			}
+		}
+		maxRowBuf, maxGroupGrads = 256<<20, 1<<24
+	}
+}
+
 // TestMarginalGradientMinibatch checks that a step on a subset of the rows
 // is the gradient of the mean over that subset (the kernel's per-label
 // accumulators are reset between steps).
@@ -289,4 +320,22 @@ func ExampleKRRMatrix() {
 	// [0.5 0.25 0.25]
 	// [0.25 0.5 0.25]
 	// [0.25 0.25 0.5]
+}
+
+// TestColLossUnderflow: the forward objective's loss and gradient stay
+// finite and exact when R·softmax underflows float64 (a channel with zeros
+// and a label the network rules out by 900 nats).
+func TestColLossUnderflow(t *testing.T) {
+	lg := []float32{0, -900, 5} // K = 3 logits of one column
+	r := flatChannel(KRRMatrix(math.Inf(1), 3))
+	logp, p, dl := make([]float64, 3), make([]float64, 3), make([]float32, 3)
+	loss := colLoss(r, 3, lg, 1, 0, 1, logp, p, dl, 1)
+	want := 900 + lse([]float64{0, -900, 5})
+	if math.Abs(loss-want) > 1e-12*want {
+		t.Errorf("loss %v, want %v", loss, want)
+	}
+	p0, p2 := 1/(1+math.Exp(5)), math.Exp(5)/(1+math.Exp(5))
+	if math.Abs(float64(dl[0])-p0) > 1e-7 || math.Abs(float64(dl[1])+1) > 1e-7 || math.Abs(float64(dl[2])-p2) > 1e-7 {
+		t.Errorf("gradient %v, want [%v −1 %v]", dl, p0, p2)
+	}
 }

@@ -394,10 +394,13 @@ func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b 
 // f whose product f·v is what point i adds to the kernel accumulator of its
 // label: H[ỹ_i] += E_i/S_i in probability space (the responsibilities are
 // r_im = Q[ỹ_i][m]·E_im/S_i), G[ỹ_i] += e_i/S_i = r_i in log space. buf is
-// scratch of length M; v is buf or a row of s.tab.
+// scratch of length M (nil is allowed for probability space with a table);
+// v is buf or a row of s.tab.
 func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float32, f float64) {
 	m, k := pr.m, s.labels[i]
-	buf = buf[:m]
+	if buf != nil {
+		buf = buf[:m] // nil: a probability-space table row needs no scratch
+	}
 	e := buf
 	if s.tab != nil {
 		e = s.tab[i*m : (i+1)*m]

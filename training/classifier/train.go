@@ -210,33 +210,43 @@ func TrainMarginal(ctx context.Context, cfg Config, train, val MarginalData, pro
 }
 
 // marginalTrainer implements objective for Eq 4.11.
+//
+// Work is handed out dynamically (parallelTasks) in every phase, so a
+// worker that the operating system deschedules holds up no barrier, and
+// every float sum has a fixed order: the results do not depend on
+// GOMAXPROCS or on scheduling.
 type marginalTrainer struct {
 	pr, prVal  *prior
 	train, val *mset
 	p          int
-	hw         [][]float32 // per worker: K×M kernel accumulators
-	touched    [][]bool    // per worker: which labels' rows of hw are nonzero
-	bufs       [][]float32 // per worker: M scratch
-	wgrad      [][]float64 // per worker gradient
-	hs, dl     [][]float32 // per worker: K × auxChunk
-	tot        [][]float32 // per worker: 2·auxChunk
-	s0, s1     [][]float32 // per worker: backward scratch
-	lossN      []float64
+	// h is the kernel accumulator (K×M): Σ_{n: ỹ_n = k} f_n·v_n over the
+	// batch, H in probability space, G in log space. Rows are zero between
+	// steps.
+	h        []float32
+	rowBuf   []float32   // rowsPerChunk × M: the batch rows' v_n when not table rows
+	rowV     [][]float32 // per batch row of the chunk: v_n
+	rowF     []float32   // per batch row of the chunk: f_n
+	present  []bool      // labels present in the batch
+	bufs     [][]float32 // per worker: M scratch (validation)
+	groups   int         // blocks are summed into this many gradients
+	ggrad    [][]float64 // per group of blocks: gradient
+	hs, dl   [][]float32 // per worker: K × auxChunk
+	tot      [][]float32 // per worker: 2·auxChunk
+	s0, s1   [][]float32 // per worker: backward scratch
+	lossN    []float64
+	chunkLen int // batch rows per kernel chunk
 }
 
+// maxRowBuf bounds the batch-row buffer of the kernel (bytes); larger
+// batches are processed in chunks of rows. A variable for tests.
+var maxRowBuf = 256 << 20
+
+// maxGroupGrads bounds groups × parameters of the per-group gradients. A
+// variable for tests.
+var maxGroupGrads = 1 << 24
+
 func sameRows(a, b [][]float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if len(a) > 0 && len(a[0]) > 0 && len(b[0]) > 0 && &a[0][0] == &b[0][0] && &a[len(a)-1][0] == &b[len(b)-1][0] {
-		return true
-	}
-	for i := range a {
-		if !slices.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(x, y []float32) bool { return slices.Equal(x, y) })
 }
 
 func sameChannel(a, b [][]float64) bool {
@@ -273,13 +283,23 @@ func newMarginalTrainer(ctx context.Context, cfg Config, nt *net, std standardis
 			return nil, err
 		}
 	}
-	k := t.pr.k
+	k, m := t.pr.k, t.pr.m
+	t.h = make([]float32, k*m)
+	t.present = make([]bool, k)
+	t.chunkLen = max(1, min(cfg.BatchSize, t.train.n, maxRowBuf/(4*m)))
+	if t.train.tab == nil || !t.pr.probSpace {
+		t.rowBuf = make([]float32, t.chunkLen*m)
+	}
+	t.rowV = make([][]float32, t.chunkLen)
+	t.rowF = make([]float32, t.chunkLen)
+	nb := len(t.pr.blocks)
+	t.groups = max(1, min(nb, maxGroupGrads/max(1, len(nt.params))))
+	for range t.groups {
+		t.ggrad = append(t.ggrad, make([]float64, len(nt.params)))
+	}
 	w := nt.maxWidth()
 	for range p {
-		t.hw = append(t.hw, make([]float32, k*t.pr.m))
-		t.touched = append(t.touched, make([]bool, k))
 		t.bufs = append(t.bufs, make([]float32, maxM))
-		t.wgrad = append(t.wgrad, make([]float64, len(nt.params)))
 		t.hs = append(t.hs, make([]float32, k*auxChunk))
 		t.dl = append(t.dl, make([]float32, k*auxChunk))
 		t.tot = append(t.tot, make([]float32, 2*auxChunk))
@@ -291,61 +311,75 @@ func newMarginalTrainer(ctx context.Context, cfg Config, nt *net, std standardis
 
 func (t *marginalTrainer) rows() int { return t.train.n }
 
-// lossGrad is one step: (1) the MLP on all M auxiliary points gives Q (or
-// A), K×M; (2) each worker runs the kernel over its share of the batch,
-// accumulating per label; (3) per block of auxiliary points, the workers'
-// accumulators are summed, turned into the logits' gradient and
-// back-propagated through the MLP.
+// lossGrad is one step:
+//
+//  1. the MLP on all M auxiliary points gives Q (or A), K×M, in parallel
+//     over blocks of auxiliary points;
+//  2. per chunk of batch rows: each row's S_n and vector v_n (a table row or
+//     computed into the row buffer), in parallel over rows; then, in
+//     parallel over blocks of auxiliary points, h[ỹ_n][block] += v_n[block]/S_n
+//     for the chunk's rows in batch order;
+//  3. per group of blocks: the logits' gradient from h, back-propagated
+//     through the MLP into the group's gradient; the groups' gradients are
+//     summed in order.
 func (t *marginalTrainer) lossGrad(nt *net, batch []int, grad []float64) float64 {
 	pr, s, p := t.pr, t.train, t.p
 	m, k := pr.m, pr.k
 	pr.head(nt, p)
-	if len(t.lossN) < len(batch) {
-		t.lossN = make([]float64, len(batch))
-	}
 	nb := len(batch)
-	parallel(p, func(w int) {
-		for bi := w * nb / p; bi < (w+1)*nb/p; bi++ {
-			i := batch[bi]
-			lp, v, f := pr.rowLoss(s, i, t.bufs[w])
-			t.lossN[bi] = -lp
-			y := s.labels[i]
-			t.touched[w][y] = true
-			blas.Saxpy(m, float32(f), v, 1, t.hw[w][y*m:(y+1)*m], 1)
-		}
-	})
+	if len(t.lossN) < nb {
+		t.lossN = make([]float64, nb)
+	}
+	clear(t.present)
+	for _, i := range batch {
+		t.present[s.labels[i]] = true
+	}
+	blocks := pr.blocks
+	for c0 := 0; c0 < nb; c0 += t.chunkLen {
+		chunk := batch[c0:min(nb, c0+t.chunkLen)]
+		parallelTasks(p, len(chunk), func(_, r int) {
+			var buf []float32
+			if t.rowBuf != nil {
+				buf = t.rowBuf[r*m : (r+1)*m]
+			}
+			lp, v, f := pr.rowLoss(s, chunk[r], buf)
+			t.lossN[c0+r] = -lp
+			t.rowV[r], t.rowF[r] = v, float32(f)
+		})
+		parallelTasks(p, len(blocks), func(_, bi int) {
+			b := &blocks[bi]
+			for r, i := range chunk {
+				y := s.labels[i]
+				blas.Saxpy(b.cols, t.rowF[r], t.rowV[r][b.m0:b.m0+b.cols], 1, t.h[y*m+b.m0:y*m+b.m0+b.cols], 1)
+			}
+		})
+	}
 	invB := 1 / float64(nb)
-	parallel(p, func(w int) {
-		g := t.wgrad[w]
-		clear(g)
-		for bi := w; bi < len(pr.blocks); bi += p {
-			b := &pr.blocks[bi]
+	per := (len(blocks) + t.groups - 1) / t.groups
+	parallelTasks(p, t.groups, func(w, g int) {
+		gg := t.ggrad[g]
+		clear(gg)
+		for bi := g * per; bi < min(len(blocks), (g+1)*per); bi++ {
+			b := &blocks[bi]
 			cols := b.cols
 			hs := t.hs[w][:k*cols]
-			clear(hs)
 			for y := range k {
 				hy := hs[y*cols : (y+1)*cols]
-				for ww := range p {
-					if !t.touched[ww][y] {
-						continue
-					}
-					src := t.hw[ww][y*m+b.m0 : y*m+b.m0+cols]
-					for c, v := range src {
-						hy[c] += v
-					}
-					clear(src)
+				if !t.present[y] {
+					clear(hy)
+					continue
 				}
+				src := t.h[y*m+b.m0 : y*m+b.m0+cols]
+				copy(hy, src)
+				clear(src)
 			}
 			dl := t.dl[w][:k*cols]
 			pr.dlogits(b, hs, dl, t.tot[w], invB)
-			nt.backward(b.x, cols, b.acts, dl, g, t.s0[w], t.s1[w])
+			nt.backward(b.x, cols, b.acts, dl, gg, t.s0[w], t.s1[w])
 		}
 	})
-	for w := range p {
-		clear(t.touched[w])
-	}
 	clear(grad)
-	for _, g := range t.wgrad {
+	for _, g := range t.ggrad {
 		for i, v := range g {
 			grad[i] += v
 		}
@@ -369,11 +403,9 @@ func (t *marginalTrainer) valLoss(nt *net) float64 {
 func (t *marginalTrainer) meanLoss(nt *net, pr *prior, s *mset) float64 {
 	pr.head(nt, t.p)
 	l := make([]float64, s.n)
-	parallel(t.p, func(w int) {
-		for i := w * s.n / t.p; i < (w+1)*s.n/t.p; i++ {
-			lp, _, _ := pr.rowLoss(s, i, t.bufs[w])
-			l[i] = -lp
-		}
+	parallelTasks(t.p, s.n, func(w, i int) {
+		lp, _, _ := pr.rowLoss(s, i, t.bufs[w])
+		l[i] = -lp
 	})
 	sum := 0.0
 	for _, v := range l {

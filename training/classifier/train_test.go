@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -167,7 +168,18 @@ func TestTrainingIsReproducible(t *testing.T) {
 	if slices.Equal(a.nt.params, c.nt.params) {
 		t.Error("seeds 1 and 2 give identical weights")
 	}
-	// The forward objective does not depend on GOMAXPROCS at all.
+	// Neither objective depends on GOMAXPROCS.
+	prev := runtime.GOMAXPROCS(3)
+	d3, err := TrainMarginal(ctx, DefaultConfig(), data.train, data.val, nil)
+	runtime.GOMAXPROCS(1)
+	d1, err1 := TrainMarginal(ctx, DefaultConfig(), data.train, data.val, nil)
+	runtime.GOMAXPROCS(prev)
+	if err != nil || err1 != nil {
+		t.Fatal(err, err1)
+	}
+	if !slices.Equal(d3.nt.params, d1.nt.params) {
+		t.Error("marginal objective: GOMAXPROCS 3 and 1 give different weights")
+	}
 	fd := ForwardData{X: data.train.Noisy, Labels: data.train.Labels, R: data.r}
 	f1, err := TrainForward(ctx, cfg, fd, ForwardData{}, nil)
 	if err != nil {
@@ -177,8 +189,14 @@ func TestTrainingIsReproducible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(f1.nt.params, f2.nt.params) {
-		t.Error("forward objective: two runs with one seed give different weights")
+	runtime.GOMAXPROCS(3)
+	f3, err := TrainForward(ctx, cfg, fd, ForwardData{}, nil)
+	runtime.GOMAXPROCS(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f1.nt.params, f2.nt.params) || !slices.Equal(f1.nt.params, f3.nt.params) {
+		t.Error("forward objective: runs with one seed (GOMAXPROCS 2 or 3) give different weights")
 	}
 }
 
