@@ -2,7 +2,9 @@ package integration
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -115,6 +117,26 @@ func TestTrainNoisyClassifier(t *testing.T) {
 	}
 	if plugin != "classifier" || rows != 2700 || !strings.Contains(params, `"eps_x": 5.6`) || !strings.Contains(params, `"K": 4`) {
 		t.Errorf("ldp_models row: plugin %q, %d training rows, params %s", plugin, rows, params)
+	}
+
+	// Private validation: every test row's correctness bit released at eps_c = 2, the debiased accuracy
+	// recorded with the model. Its standard error at n = 1,000 is about 0.02; allow 5 of them.
+	j := trainClassifier(t, db, "d2_pca", `{"model": "m_val", "objective": "forward", "epochs": 20, "seed": 4, "validation_table": "test", "eps_c": 2}`)
+	if j.state != "succeeded" {
+		t.Fatalf("with validation_table: job %s: %s", j.state, j.errMsg)
+	}
+	var valParams string
+	if err := db.QueryRow("SELECT params FROM ldpsql_catalog.ldp_models WHERE name = 'm_val'").Scan(&valParams); err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		PrivateAccuracy *float64 `json:"private_accuracy"`
+	}
+	if err := json.Unmarshal([]byte(valParams), &rec); err != nil || rec.PrivateAccuracy == nil {
+		t.Fatalf("no private_accuracy in %s (%v)", valParams, err)
+	}
+	if trueAcc := accuracyOf(t, db, "m_val", "test"); math.Abs(*rec.PrivateAccuracy-trueAcc) > 0.1 {
+		t.Errorf("private validation accuracy %.3f, true %.3f", *rec.PrivateAccuracy, trueAcc)
 	}
 
 	// PREDICT on a release (output dimension) and on raw features (input dimension) of the same rows.

@@ -82,6 +82,13 @@ type trainParams struct {
 	EpsY           *float64 `json:"eps_y,omitempty"`
 	K              int      `json:"K"`
 	ValFraction    float64  `json:"val_fraction"`
+	// ValidationTable, when set, holds raw labelled rows (the validation group): after training, each
+	// row's correctness bit is released by randomised response at EpsC and the debiased accuracy is
+	// recorded with the model (thesis Sec 4.2.4). On a protected table every bit is charged to its unit.
+	ValidationTable string  `json:"validation_table,omitempty"`
+	EpsC            float64 `json:"eps_c,omitempty"`
+	// PrivateAccuracy is the result, recorded in ldp_models.params.
+	PrivateAccuracy *float64 `json:"private_accuracy,omitempty"`
 	Seed           uint64   `json:"seed"`
 	Replace        bool     `json:"replace,omitempty"`
 	// Training is what the chosen trainer parses (hidden, epochs, lr, ... for mlp; samples, iterations,
@@ -93,8 +100,9 @@ type trainParams struct {
 type classifiers struct {
 	p *procedures
 
-	mu     sync.Mutex
-	loaded map[string]*loadedClassifier // by model name
+	mu         sync.Mutex
+	loaded     map[string]*loadedClassifier // by model name
+	candidates map[string]*loadedClassifier // models in training, by temporary name, for private validation
 }
 
 type loadedClassifier struct {
@@ -105,7 +113,7 @@ type loadedClassifier struct {
 }
 
 func newClassifiers(p *procedures) *classifiers {
-	return &classifiers{p: p, loaded: map[string]*loadedClassifier{}}
+	return &classifiers{p: p, loaded: map[string]*loadedClassifier{}, candidates: map[string]*loadedClassifier{}}
 }
 
 // TrainNoisyClassifier is TRAIN_NOISY_CLASSIFIER('table', '{params}'): it checks the request, starts the
@@ -184,7 +192,7 @@ func (c *classifiers) start(ctx *sql.Context, table, rawParams string) (int64, e
 // knownTrainKeys are TRAIN_NOISY_CLASSIFIER's own params; every other key goes to the trainer.
 var knownTrainKeys = map[string]bool{"model": true, "objective": true, "mechanism": true, "randomiser": true,
 	"features_col": true, "label_col": true, "aux_table": true, "aux_features_col": true, "eps_x": true,
-	"eps_y": true, "K": true, "val_fraction": true, "replace": true}
+	"eps_y": true, "K": true, "val_fraction": true, "replace": true, "validation_table": true, "eps_c": true}
 
 // resolveParams parses params, merges them with the table's ldp_privatize metadata and checks them.
 func (c *classifiers) resolveParams(ctx *sql.Context, table, rawParams string) (trainParams, error) {
@@ -277,6 +285,16 @@ func (c *classifiers) resolveParams(ctx *sql.Context, table, rawParams string) (
 	}
 	if !(tp.ValFraction > 0 && tp.ValFraction < 0.5) {
 		return tp, fmt.Errorf("val_fraction = %v must be in (0, 0.5)", tp.ValFraction)
+	}
+	if tp.ValidationTable != "" {
+		if tp.EpsC == 0 {
+			tp.EpsC = 1
+		}
+		if math.IsNaN(tp.EpsC) || tp.EpsC <= 0 || tp.EpsC > mechanisms.MaxEpsilon {
+			return tp, fmt.Errorf("eps_c = %v must be in (0, %v]", tp.EpsC, mechanisms.MaxEpsilon)
+		}
+	} else if tp.EpsC != 0 {
+		return tp, errors.New("eps_c is the privacy of the validation bits: it needs validation_table")
 	}
 	if tp.Model == "" {
 		tp.Model = name + "_classifier"
@@ -499,6 +517,14 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 	if err != nil {
 		return err
 	}
+	if tp.ValidationTable != "" {
+		acc, err := c.privateValidation(ctx, tp, art, blob)
+		if err != nil {
+			return fmt.Errorf("%s: private validation on %s: %w", fn, tp.ValidationTable, err)
+		}
+		tp.PrivateAccuracy = &acc
+		c.p.log("%s: %s: private validation accuracy %.3f (eps_c = %g) on %s", fn, tp.Model, acc, tp.EpsC, tp.ValidationTable)
+	}
 	params, _ := json.Marshal(tp)
 	sum := sha256.Sum256(blob)
 	if err := c.p.e.Catalog.PutModel(ctx, engine.Model{Name: tp.Model, Plugin: ClassifierPlugin, Params: params, TrainingTable: table,
@@ -632,6 +658,12 @@ func toFloat64Rows(rows [][]float32) [][]float64 {
 
 // load returns the classifier called name, reloading it when ldp_models changed.
 func (c *classifiers) load(ctx context.Context, name string) (*loadedClassifier, error) {
+	c.mu.Lock()
+	cand, ok := c.candidates[name]
+	c.mu.Unlock()
+	if ok {
+		return cand, nil
+	}
 	m, err := c.p.e.Catalog.Model(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("no classifier called %q (SELECT name FROM ldpsql_catalog.ldp_models WHERE plugin = 'classifier' lists them)", name)
@@ -785,4 +817,59 @@ func (l *loadedClassifier) predict(rows [][]float32) []int {
 		out[i] = l.spread.Predict(r)
 	}
 	return out
+}
+
+// privateValidation releases every validation row's correctness bit by randomised response at eps_c and
+// returns the Warner-debiased accuracy (thesis Sec 4.2.4), through the same SQL a user would run:
+//
+//	SELECT PRIVATE_ACCURACY(PREDICT(model, features) = label, eps_c) FROM validation_table
+//
+// as the caller, so the ledger and the roles apply to it as to the user's own queries. The candidate
+// model is loaded under a temporary name for the query and removed after.
+func (c *classifiers) privateValidation(ctx *sql.Context, tp trainParams, art classifierArtifact, blob []byte) (float64, error) {
+	tmp := "_ldp_val_" + tp.Model
+	l := &loadedClassifier{checksum: "candidate", art: art}
+	var err error
+	switch art.Kind {
+	case "mlp":
+		l.mlp, err = classifier.UnmarshalModel(art.Model)
+	case "spread":
+		l.spread, err = spread.UnmarshalModel(art.Model)
+	}
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.candidates[tmp] = l
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.candidates, tmp)
+		c.mu.Unlock()
+	}()
+	_ = blob
+	q := fmt.Sprintf("SELECT PRIVATE_ACCURACY(PREDICT(%s, %s) = %s, %v) FROM %s", sqlString(tmp),
+		quoteCol(tp.FeaturesCol), quoteCol(tp.LabelCol), tp.EpsC, quoteTable(tp.ValidationTable))
+	iter, err := c.p.query(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := sql.RowIterToRows(ctx, iter)
+	if err != nil {
+		return 0, err
+	}
+	if len(rows) != 1 || rows[0][0] == nil {
+		return 0, errors.New("the validation table has no rows")
+	}
+	return toFloat64Value(rows[0][0])
+}
+
+func toFloat64Value(v any) (float64, error) {
+	switch x := v.(type) {
+	case float64:
+		return x, nil
+	case float32:
+		return float64(x), nil
+	}
+	return 0, fmt.Errorf("unexpected PRIVATE_ACCURACY value %v (%T)", v, v)
 }
