@@ -371,3 +371,35 @@ func TestLogisticRegression(t *testing.T) {
 		t.Errorf("logistic regression accuracy %.3f < 0.8 on well-separated clusters", a)
 	}
 }
+
+// TestValidationOwnPriorAndChannel: a validation split with its own
+// auxiliary latents and channel is evaluated under them (a second prior).
+func TestValidationOwnPriorAndChannel(t *testing.T) {
+	data := smallMarginal(12)
+	val := data.val
+	val.Aux = data.aux[:250]
+	val.R = KRRMatrix(1, 3)
+	cfg := DefaultConfig()
+	cfg.Epochs = 2
+	m, err := TrainMarginal(context.Background(), cfg, data.train, val, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := newMarginalTrainer(context.Background(), cfg.withDefaults(), m.nt, m.std, data.train, val)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.prVal == tr.pr || tr.prVal.m != 250 {
+		t.Fatal("the validation split does not get its own prior")
+	}
+	// Its objective is the training objective's code on the validation data.
+	own, err := newMarginalTrainer(context.Background(), cfg.withDefaults(), m.nt, m.std,
+		MarginalData{Aux: val.Aux, Noisy: val.Noisy, Labels: val.Labels, Scale: data.b, R: val.R}, MarginalData{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, w := tr.valLoss(m.nt), own.meanLoss(m.nt, own.pr, own.train)
+	if v != w || math.IsNaN(v) || m.Stats().ValLoss != v {
+		t.Errorf("validation objective %v, recomputed %v, recorded %v", v, w, m.Stats().ValLoss)
+	}
+}
