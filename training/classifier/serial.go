@@ -47,7 +47,9 @@ func finitePtr(v float64) *float64 {
 	return &v
 }
 
-// MarshalBinary encodes the model in the versioned format above.
+// MarshalBinary encodes the model in the versioned, checksummed format
+// documented in serial.go (magic "LDPSQLCL", ModelVersion, JSON header,
+// float32 values, SHA-256).
 func (m *Model) MarshalBinary() ([]byte, error) {
 	h := modelHeader{Format: modelFormat, Sizes: m.nt.sizes, Stats: m.stats,
 		TrainLoss: finitePtr(m.stats.TrainLoss), ValLoss: finitePtr(m.stats.ValLoss)}
