@@ -88,7 +88,42 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	if err := registerBuiltins(context.Background(), e.Catalog, dir, logf); err != nil {
 		return nil, err
 	}
+	if err := dropLeftovers(e, logf); err != nil {
+		return nil, err
+	}
 	return mechs, nil
+}
+
+// dropLeftovers drops the temporary tables of ldp_privatize runs that a crash interrupted (a run that
+// ends, well or badly, drops or renames its own): nothing in them was released.
+func dropLeftovers(e *engine.Engine, logf func(string, ...any)) error {
+	ctx := e.NewContext(context.Background())
+	_, dbs, err := e.Query(ctx, "SHOW DATABASES")
+	if err != nil {
+		return err
+	}
+	for _, d := range dbs {
+		db := fmt.Sprint(d[0])
+		switch strings.ToLower(db) {
+		case "information_schema", "mysql", engine.CatalogSchema:
+			continue
+		}
+		_, tables, err := e.Query(ctx, "SHOW TABLES FROM "+quoteCol(db))
+		if err != nil {
+			return err
+		}
+		for _, t := range tables {
+			name := fmt.Sprint(t[0])
+			if !strings.HasPrefix(name, privatizeTmpPrefix) {
+				continue
+			}
+			if _, _, err := e.Query(ctx, fmt.Sprintf("DROP TABLE %s.%s", quoteCol(db), quoteCol(name))); err != nil {
+				return fmt.Errorf("dropping the leftover %s.%s of an interrupted ldp_privatize: %w", db, name, err)
+			}
+			logf("dropped %s.%s, left by an ldp_privatize that the previous process did not finish", db, name)
+		}
+	}
+	return nil
 }
 
 func pluginDir(dir string) (string, error) {

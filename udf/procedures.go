@@ -309,6 +309,9 @@ type PrivatizeMetadata struct {
 	OutputSet   string  `json:"output_set"`
 }
 
+// privatizeTmpPrefix starts the name of ldp_privatize's temporary destination (see dropLeftovers).
+const privatizeTmpPrefix = "_ldp_tmp_"
+
 // privatize is CALL ldp_privatize('src', 'features_col', 'label_col', 'dst', eps, lambda, 'mechanism',
 // 'randomiser', K). The features get eps_x = lambda·eps through the mechanism, the label eps_y =
 // (1 − lambda)·eps through k-RR (label_col ” releases no label and spends all of eps on the features).
@@ -395,7 +398,7 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
-	tmpName := "_ldp_tmp_" + dstName + "_" + hex.EncodeToString(suffix[:])
+	tmpName := privatizeTmpPrefix + dstName + "_" + hex.EncodeToString(suffix[:])
 	create := fmt.Sprintf("CREATE TABLE %s.%s (%s, PRIMARY KEY (%s)) COMMENT=%s", quoteCol(dstDB), quoteCol(tmpName),
 		strings.Join(defs, ", "), strings.Join(keyNames, ", "), sqlString(string(metaJSON)))
 	if err := p.exec(ctx, create); err != nil {
