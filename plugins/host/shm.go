@@ -127,6 +127,9 @@ func (p *shmPool) attach(ctx context.Context, id, size uint64) (*region, error) 
 	sr.ClosePath() // mapped by the plugin, or never will be
 	if err != nil {
 		sr.Close()
+		// The plugin may have mapped it before the call failed (say, at the
+		// caller's deadline): have it unmap it, if it still can.
+		p.detachID(id)
 		switch status.Code(err) {
 		case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded:
 			return nil, err // the process or the call failed; the caller says which
@@ -181,10 +184,15 @@ func (p *shmPool) discard(r *region) {
 // detach unmaps r here and, in the background, asks the plugin to unmap it.
 func (p *shmPool) detach(r *region) {
 	r.Close()
+	p.detachID(r.id)
+}
+
+// detachID asks the plugin, in the background, to unmap region id.
+func (p *shmPool) detachID(id uint64) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), detachTimeout)
 		defer cancel()
-		_, _ = p.rpc.DetachSharedMemory(ctx, &ldpv1.DetachRequest{Region: r.id})
+		_, _ = p.rpc.DetachSharedMemory(ctx, &ldpv1.DetachRequest{Region: id})
 	}()
 }
 

@@ -345,3 +345,39 @@ func TestSharedMemoryCrashAndHangLeaveNoMappings(t *testing.T) {
 		t.Fatalf("%d regions still mapped after Close", got)
 	}
 }
+
+// When the caller gives up on a call, the plugin may still be at work on its
+// region: the region is dropped, not reused, and the next call gets another.
+func TestSharedMemoryCallerCancelDropsRegion(t *testing.T) {
+	needShm(t)
+	ctx := context.Background()
+	h := newHost(t)
+	spec := specFor(t, "hang", "hang", nil)
+	spec.CallTimeout = time.Minute
+	p := get(t, h, spec)
+	if _, err := p.Encode(ctx, [][]float32{{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	pool := p.pool()
+	pool.mu.Lock()
+	first := pool.free[0].id
+	pool.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Encode(cctx, [][]float32{{-1, 0}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Encode past the caller's deadline: %v", err)
+	}
+	if n := pool.inUse(); n != 0 {
+		t.Fatalf("%d regions kept after the caller gave up", n)
+	}
+	z, err := p.Encode(ctx, [][]float32{{3, 4}})
+	if err != nil || z[0][0] != 3 || z[0][1] != 4 {
+		t.Fatalf("next call: %v, %v", z, err)
+	}
+	pool.mu.Lock()
+	next := pool.free[0].id
+	pool.mu.Unlock()
+	if next == first {
+		t.Fatalf("region %d reused after a call that was given up", first)
+	}
+}
