@@ -51,17 +51,26 @@ func (f *LDPAccuracyBound) Eval(ctx *sql.Context, row sql.Row) (any, error) {
 	return a, nil
 }
 
-// PrivateAccuracy is the aggregate PRIVATE_ACCURACY(correct, eps): private validation (thesis §5.4).
-// Each row's correctness bit is released by randomised response (flipped with probability
-// 1/(e^eps + 1), so the bit is eps-LDP for its row), and the aggregate returns the Warner-debiased share
-// of correct rows, clipped to [0, 1]. NULL rows are skipped; eps must be the same on every row.
+// PrivateAccuracy is the aggregate PRIVATE_ACCURACY(correct, eps [, unit_key]): private validation
+// (thesis §5.4). Each row's correctness bit is released by randomised response (flipped with
+// probability 1/(e^eps + 1), so the bit is eps-LDP for its row), and the aggregate returns the
+// Warner-debiased share of correct rows, clipped to [0, 1]. NULL rows are skipped; eps must be the same
+// on every row.
+//
+// On a protected table every bit is a release charged to its row's unit through the ledger
+// (ledger_agg.go): correct may be any expression of the row (typically PREDICT('model', f) = y), even
+// for an analyst, because only its released bit leaves the row; a NULL or invalid bit is released as a
+// uniformly drawn one rather than skipped; a DBA may name the unit with unit_key (ignored elsewhere).
 type PrivateAccuracy struct {
 	RRFrequency // same plumbing: ids, windows, arity checks
 }
 
-// NewPrivateAccuracy builds PRIVATE_ACCURACY(correct, eps).
+// NewPrivateAccuracy builds PRIVATE_ACCURACY(correct, eps [, unit_key]).
 func NewPrivateAccuracy(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	f := &PrivateAccuracy{RRFrequency{scalar: scalar{name: "private_accuracy", args: args}}}
+	if len(args) == 3 { // the unit key is for the ledger (ledger_agg.go)
+		return f, nil
+	}
 	return f, f.checkArity(2)
 }
 

@@ -226,7 +226,11 @@ func ledgerBindRule(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, scope *p
 	out := n
 	same := transform.SameTree
 	if len(pt.byTable) > 0 {
-		b := &binder{ctx: ctx, l: l, pt: pt, dba: dba}
+		prov, err := buildProvenance(ctx, pt, n)
+		if err != nil {
+			return nil, transform.SameTree, err
+		}
+		b := &binder{ctx: ctx, l: l, pt: pt, prov: prov, dba: dba}
 		if out, same, err = b.bind(n); err != nil {
 			return nil, transform.SameTree, err
 		}
@@ -243,21 +247,44 @@ func ledgerBindRule(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, scope *p
 }
 
 type binder struct {
-	ctx *sql.Context
-	l   *engine.Ledger
-	pt  *planTables
-	dba bool
+	ctx  *sql.Context
+	l    *engine.Ledger
+	pt   *planTables
+	prov map[sql.ColumnId]*provenance // columns of derived tables, aggregates, aliases (ledger_prov.go)
+	dba  bool
 }
 
 // bind replaces the release calls that read protected columns in SELECT lists (of the statement, its
-// derived tables and views, and an INSERT's source) by ledgerReleases.
+// derived tables and views, and an INSERT's source) by ledgerReleases, and the governed aggregates
+// that do by ledgerAggregates.
 func (b *binder) bind(n sql.Node) (sql.Node, transform.TreeIdentity, error) {
 	return transform.NodeWithOpaque(b.ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
 		switch n := n.(type) {
 		case *plan.Project:
 			return transform.OneNodeExpressions(ctx, n, func(ctx *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
-				return b.bindCall(e)
+				return b.bindCall(n, e)
 			})
+		case *plan.GroupBy:
+			deps := make([]sql.Expression, len(n.SelectDeps))
+			same := transform.SameTree
+			for i, e := range n.SelectDeps {
+				ne, s, err := transform.Expr(ctx, e, func(ctx *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+					return b.bindAggregate(n, e)
+				})
+				if err != nil {
+					return nil, transform.SameTree, err
+				}
+				deps[i] = ne
+				if s == transform.NewTree {
+					same = transform.NewTree
+				}
+			}
+			if same == transform.SameTree {
+				return n, same, nil
+			}
+			ng := *n
+			ng.SelectDeps = deps
+			return &ng, transform.NewTree, nil
 		case *plan.InsertInto:
 			if n.Source == nil {
 				return n, transform.SameTree, nil
@@ -279,67 +306,62 @@ func releaseCall(e sql.Expression) (name string, args []sql.Expression, ok bool)
 		return strings.ToUpper(f.name), f.args, true
 	case *FlipLabel:
 		return "FLIP_LABEL", f.args, true
+	case *LDPLaplace:
+		return "LDP_LAPLACE", f.args, true
 	}
 	return "", nil, false
 }
 
-// readsInstance returns the protected table instance the expression reads (nil for none), failing when
-// it reads more than one or holds a subquery.
-func (b *binder) readsInstance(fn string, e sql.Expression) (*tableInstance, *expression.GetField, error) {
-	var inst *tableInstance
-	var sample *expression.GetField
-	var err error
-	transform.InspectExpr(b.ctx, e, func(ctx *sql.Context, e sql.Expression) bool {
-		switch x := e.(type) {
-		case *plan.Subquery:
-			err = fmt.Errorf("%s: a subquery in the released argument is not allowed when it may read a protected table; join the tables instead", fn)
-		case *expression.GetField:
-			ti := b.pt.byCol[x.Id()]
-			if ti == nil {
-				return false
-			}
-			if inst != nil && ti != inst {
-				err = fmt.Errorf("%s: the released argument reads two rows of protected tables (%s and %s); release each row's columns on their own", fn, x.Table(), sample.Table())
-				return true
-			}
-			inst, sample = ti, x
-		}
-		return err != nil
-	})
-	if err != nil {
-		return nil, nil, err
+// aggregateCall describes a governed aggregate (ledger_agg.go): its released argument is args[0].
+func aggregateCall(e sql.Expression) (name string, args []sql.Expression, ok bool) {
+	switch f := e.(type) {
+	case *PrivateAccuracy:
+		return "PRIVATE_ACCURACY", f.args, true
+	case *RRFrequency:
+		return "RR_FREQUENCY", f.args, true
 	}
-	return inst, sample, nil
+	return "", nil, false
 }
 
-// bindCall replaces one release call that reads a protected table.
-func (b *binder) bindCall(e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+// explicitUnitAt is the position of a function's optional unit_key argument.
+func explicitUnitAt(fn string) int {
+	switch fn {
+	case "PRIVATE_ACCURACY":
+		return 2
+	case "FLIP_LABEL":
+		return 3
+	}
+	return 4 // LDP_ENCODE, LDP_ENCODE_JSON, LDP_LAPLACE, RR_FREQUENCY
+}
+
+// bindUnit splits a call's arguments into its own and the unit key: the DBA's explicit unit_key
+// argument, or the unit columns of the protected row it reads (in node's scope).
+func (b *binder) bindUnit(fn string, node sql.Node, inst *tableInstance, direct *expression.GetField, args []sql.Expression) (own, units []sql.Expression, err error) {
+	at := explicitUnitAt(fn)
+	if len(args) > at {
+		if !b.dba {
+			return nil, nil, fmt.Errorf("access denied: %s: only a DBA may choose the privacy unit of protected table %s (releases are charged to its unit columns %s)",
+				fn, inst.budget.TableRef, strings.Join(inst.budget.UnitColumns, ", "))
+		}
+		return args[:at], args[at:], nil
+	}
+	units, err = b.unitRefs(fn, node, inst, direct)
+	return args, units, err
+}
+
+// bindCall replaces one release call that reads a protected table (in node, a Project).
+func (b *binder) bindCall(node sql.Node, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
 	fn, args, ok := releaseCall(e)
 	if !ok {
 		return e, transform.SameTree, nil
 	}
-	inst, sample, err := b.readsInstance(fn, args[0])
+	inst, direct, err := b.readsInstance(fn, args[0])
 	if err != nil || inst == nil {
 		return e, transform.SameTree, err
 	}
-	// The explicit unit key: the 5th argument of LDP_ENCODE, the 4th of FLIP_LABEL.
-	own := args
-	var unitArgs []sql.Expression
-	explicitAt := 4
-	if fn == "FLIP_LABEL" {
-		explicitAt = 3
-	}
-	if len(args) > explicitAt {
-		if !b.dba {
-			return nil, transform.SameTree, fmt.Errorf("access denied: %s: only a DBA may choose the privacy unit of protected table %s (releases are charged to its unit columns %s)",
-				fn, inst.budget.TableRef, strings.Join(inst.budget.UnitColumns, ", "))
-		}
-		own, unitArgs = args[:explicitAt], args[explicitAt:]
-	} else {
-		for _, id := range inst.units {
-			c := inst.cols[id]
-			unitArgs = append(unitArgs, expression.NewGetFieldWithTable(int(id), int(inst.id), c.Type, sample.Database(), sample.Table(), c.Name, c.Nullable))
-		}
+	own, unitArgs, err := b.bindUnit(fn, node, inst, direct, args)
+	if err != nil {
+		return nil, transform.SameTree, err
 	}
 	if !b.dba {
 		if err := checkAnalystArgument(fn, inst, args[0]); err != nil {
@@ -352,6 +374,8 @@ func (b *binder) bindCall(e sql.Expression) (sql.Expression, transform.TreeIdent
 		r.encode = f
 	case *FlipLabel:
 		r.flip = f
+	case *LDPLaplace:
+		r.laplace = f
 	}
 	if r.strict {
 		r.args[0] = &guarded{inner: r.args[0]}
@@ -359,8 +383,45 @@ func (b *binder) bindCall(e sql.Expression) (sql.Expression, transform.TreeIdent
 	return r, transform.NewTree, nil
 }
 
-// checkUnbound refuses release calls on protected data that were not bound: outside a SELECT list, or
-// in a subquery expression.
+// bindAggregate replaces one governed aggregate that reads a protected table (in node, a GroupBy).
+func (b *binder) bindAggregate(node sql.Node, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+	fn, args, ok := aggregateCall(e)
+	if !ok {
+		return e, transform.SameTree, nil
+	}
+	inst, direct, err := b.readsInstance(fn, args[0])
+	if err != nil || inst == nil {
+		return e, transform.SameTree, err
+	}
+	own, unitArgs, err := b.bindUnit(fn, node, inst, direct, args)
+	if err != nil {
+		return nil, transform.SameTree, err
+	}
+	a := &ledgerAggregate{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l}
+	if ide, ok := e.(sql.IdExpression); ok {
+		a.id = ide.Id()
+	}
+	if w, ok := e.(sql.WindowAdaptableExpression); ok {
+		a.window = w.Window()
+	}
+	if b.plainColumn(args[0]) {
+		a.key.plain = true
+	} else if canon, models, names, pure := pureExpression(b.ctx, args[0], b.columnOf(inst)); pure {
+		a.key = bindKey{pure: true, canon: canon, models: models, names: names}
+	} else if !b.dba {
+		return nil, transform.SameTree, fmt.Errorf("access denied: %s on protected table %s: an analyst's argument may use the table's columns, literals, "+
+			"comparisons, arithmetic, AND/OR/NOT, CASE, IF, COALESCE, CAST, LDP_VECTOR and PREDICT of a named model, and nothing else (no other "+
+			"table, variable or function), not %s", fn, inst.budget.TableRef, args[0])
+	}
+	if a.strict {
+		a.args[0] = &guarded{inner: a.args[0]}
+	}
+	return a, transform.NewTree, nil
+}
+
+// checkUnbound refuses release calls and governed aggregates on protected data that were not bound:
+// outside a SELECT list (an aggregate: outside a GROUP BY's aggregation, e.g. OVER …), or in a
+// subquery expression.
 func (b *binder) checkUnbound(n sql.Node) error {
 	return walkPlan(b.ctx, n, false, func(n sql.Node, inSubquery bool) error {
 		ex, ok := n.(sql.Expressioner)
@@ -368,14 +429,26 @@ func (b *binder) checkUnbound(n sql.Node) error {
 			return nil
 		}
 		_, isProject := n.(*plan.Project)
+		_, isGroupBy := n.(*plan.GroupBy)
 		for _, e := range ex.Expressions() {
 			var err error
 			transform.InspectExpr(b.ctx, e, func(ctx *sql.Context, e sql.Expression) bool {
-				if r, ok := e.(*ledgerRelease); ok && (inSubquery || !isProject) {
-					err = misplaced(r.fn, r.table, inSubquery)
-					return true
+				switch r := e.(type) {
+				case *ledgerRelease:
+					if inSubquery || !isProject {
+						err = misplaced(r.fn, r.table, inSubquery)
+					}
+					return err != nil
+				case *ledgerAggregate:
+					if inSubquery || !isGroupBy {
+						err = misplaced(r.fn, r.table, inSubquery)
+					}
+					return err != nil
 				}
 				fn, args, ok := releaseCall(e)
+				if !ok {
+					fn, args, ok = aggregateCall(e)
+				}
 				if !ok {
 					return false
 				}
@@ -397,6 +470,14 @@ func (b *binder) checkUnbound(n sql.Node) error {
 }
 
 func misplaced(fn string, t engine.TableRef, inSubquery bool) error {
+	if fn == "PRIVATE_ACCURACY" || fn == "RR_FREQUENCY" {
+		where := "as a window function (OVER …)"
+		if inSubquery {
+			where = "in a subquery expression"
+		}
+		return fmt.Errorf("%s on protected table %s is allowed only as an aggregate of a SELECT, not %s: aggregate in a derived table, "+
+			"e.g. SELECT … FROM (SELECT %s(…) AS a FROM %s) AS released", fn, t, where, fn, t.Table)
+	}
 	where := "outside a SELECT list (in WHERE, GROUP BY, ORDER BY, a join condition, UPDATE …)"
 	if inSubquery {
 		where = "in a subquery expression"
@@ -419,8 +500,9 @@ type ledgerRelease struct {
 	strict bool // analyst: invalid values are released as the default input, never quoted in an error
 	ledger *engine.Ledger
 
-	encode *LDPEncode // the function, for its configuration: one of the two is set
-	flip   *FlipLabel
+	encode  *LDPEncode // the function, for its configuration: one of the three is set
+	flip    *FlipLabel
+	laplace *LDPLaplace
 }
 
 var _ BatchExpression = (*ledgerRelease)(nil)
@@ -439,6 +521,9 @@ func (r *ledgerRelease) BatchArgs() []sql.Expression { return r.Children() }
 func (r *ledgerRelease) Type(ctx *sql.Context) sql.Type {
 	if r.encode != nil {
 		return r.encode.Type(ctx)
+	}
+	if r.laplace != nil {
+		return types.Float64
 	}
 	return types.Int64
 }
@@ -495,8 +580,11 @@ func (r *ledgerRelease) EvalBatch(ctx *sql.Context, rows [][]any) ([]any, error)
 		}
 		units[i] = u
 	}
-	if r.encode != nil {
+	switch {
+	case r.encode != nil:
 		return r.evalEncode(ctx, c, b, rows, units)
+	case r.laplace != nil:
+		return r.evalLaplace(ctx, c, b, rows, units)
 	}
 	return r.evalFlip(ctx, c, b, rows, units)
 }
@@ -505,7 +593,9 @@ func (r *ledgerRelease) EvalBatch(ctx *sql.Context, rows [][]any) ([]any, error)
 // default release, not an error that would quote the value.
 type invalidValue struct{}
 
-// guarded wraps an analyst's protected argument: an error evaluating it becomes invalidValue.
+// guarded wraps an analyst's protected argument: an error (or a panic) evaluating it becomes
+// invalidValue, and the warnings it raises are dropped (a warning such as "truncated incorrect value
+// 'abc'" would quote the row's data).
 type guarded struct{ inner sql.Expression }
 
 func (g *guarded) Resolved() bool                   { return g.inner.Resolved() }
@@ -513,8 +603,20 @@ func (g *guarded) String() string                   { return g.inner.String() }
 func (g *guarded) Type(ctx *sql.Context) sql.Type   { return g.inner.Type(ctx) }
 func (g *guarded) IsNullable(ctx *sql.Context) bool { return true }
 func (g *guarded) Children() []sql.Expression       { return []sql.Expression{g.inner} }
-func (g *guarded) Eval(ctx *sql.Context, row sql.Row) (any, error) {
-	v, err := g.inner.Eval(ctx, row)
+func (g *guarded) Eval(ctx *sql.Context, row sql.Row) (v any, err error) {
+	switch g.inner.(type) {
+	case *expression.GetField, *expression.Literal: // neither fails nor warns
+	default:
+		quiet := *ctx
+		quiet.Session = quietSession{ctx.Session}
+		ctx = &quiet
+		defer func() {
+			if recover() != nil {
+				v, err = invalidValue{}, nil
+			}
+		}()
+	}
+	v, err = g.inner.Eval(ctx, row)
 	if err != nil {
 		return invalidValue{}, nil
 	}
@@ -526,6 +628,11 @@ func (g *guarded) WithChildren(_ *sql.Context, children ...sql.Expression) (sql.
 	}
 	return &guarded{inner: children[0]}, nil
 }
+
+// quietSession is a session whose warnings are dropped.
+type quietSession struct{ sql.Session }
+
+func (quietSession) Warn(*sql.Warning) {}
 
 func isDefault(v any) bool {
 	_, invalid := v.(invalidValue)
@@ -651,6 +758,78 @@ func (r *ledgerRelease) evalFlip(ctx *sql.Context, c *collector, b engine.Budget
 	return out, nil
 }
 
+// evalLaplace releases LDP_LAPLACE(x, eps, lo, hi): the input is x clipped to [lo, hi] (a NULL x, or an
+// analyst's invalid one, is the midpoint), so values that clip alike share a memoised release.
+func (r *ledgerRelease) evalLaplace(ctx *sql.Context, c *collector, b engine.Budget, rows [][]any, units []string) ([]any, error) {
+	const fn = "LDP_LAPLACE"
+	out := make([]any, len(rows))
+	type group struct {
+		key   *laplaceKey
+		idx   []int
+		xs    []float64
+		units []string
+	}
+	groups := map[[3]float64]*group{}
+	var order []*group
+	for i, a := range rows {
+		if a[1] == nil || a[2] == nil || a[3] == nil {
+			continue // NULL parameters: NULL out, nothing released
+		}
+		key, err := r.laplace.params(ctx, a[1], a[2], a[3])
+		if err != nil {
+			return nil, err
+		}
+		x := (key.lo + key.hi) / 2 // the default input
+		if v := a[0]; !isDefault(v) {
+			f, err := toFloat(ctx, fn, "x", v)
+			if err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+				err = argError(fn, "x", v, "the value must be a finite number")
+			}
+			switch {
+			case err == nil:
+				x = math.Min(math.Max(f, key.lo), key.hi)
+			case !r.strict:
+				return nil, err
+			}
+		}
+		k := [3]float64{key.eps, key.lo, key.hi}
+		g := groups[k]
+		if g == nil {
+			g = &group{key: key}
+			groups[k] = g
+			order = append(order, g)
+		}
+		g.idx, g.xs, g.units = append(g.idx, i), append(g.xs, x), append(g.units, units[i])
+	}
+	for _, g := range order {
+		digests := make([]string, len(g.xs))
+		for k, x := range g.xs {
+			in := binary.LittleEndian.AppendUint64(nil, math.Float64bits(x))
+			in = binary.LittleEndian.AppendUint64(in, math.Float64bits(g.key.lo))
+			in = binary.LittleEndian.AppendUint64(in, math.Float64bits(g.key.hi))
+			digests[k] = engine.InputDigest(in, "laplace", "laplace", g.key.eps, 0)
+		}
+		src := mechanisms.CryptoSource()
+		rels, err := c.releaseKeyed(ctx, b, fn, "laplace", "laplace", g.key.eps, g.units, digests, false, func(k int) ([]byte, error) {
+			y, err := g.key.mech.AddNoiseScalar(g.xs[k], src)
+			if err != nil {
+				return nil, err
+			}
+			return binary.LittleEndian.AppendUint64(nil, math.Float64bits(y)), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range g.idx {
+			if len(rels[k]) != 8 {
+				return nil, fmt.Errorf("%s: memoised release of unit %s of %s has %d bytes, not 8", fn, g.units[k], b.TableRef, len(rels[k]))
+			}
+			out[i] = math.Float64frombits(binary.LittleEndian.Uint64(rels[k]))
+		}
+	}
+	return out, nil
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Collecting charges
 
@@ -672,7 +851,8 @@ type collector struct {
 
 	mu      sync.Mutex
 	charges []engine.Charge
-	memo    map[memoID][]byte // releases this statement made in memoise mode, reused within it
+	memo    map[memoID][]byte              // releases this statement made in memoise mode, reused within it
+	queues  map[*ledgerAggregate]*aggQueue // the aggregates' releases not yet made (ledger_agg.go)
 }
 
 type memoID struct {
@@ -746,7 +926,7 @@ func (c *collector) record(b engine.Budget, charges []engine.Charge) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, ch := range charges {
-		if b.Mode == engine.BudgetMemoise {
+		if b.Mode == engine.BudgetMemoise && ch.Release != nil {
 			c.memo[memoID{tk, ch.Unit, ch.Digest}] = ch.Release
 		}
 	}
@@ -822,33 +1002,92 @@ func (c *collector) releaseVectors(ctx context.Context, b engine.Budget, fn stri
 // releaseLabels releases one label per unit of protected table b by k-RR (a negative label is the
 // default: a label drawn uniformly from 0..K-1), like releaseVectors.
 func (c *collector) releaseLabels(ctx context.Context, b engine.Budget, fn string, krr *mechanisms.KRR, units []string, ys []int) ([]int, error) {
+	return c.releaseLabelsKeyed(ctx, b, fn, krr, units, ys, valueKey)
+}
+
+// releaseKey says how releases are keyed for memoisation (see digestOf).
+type releaseKey struct {
+	// tag is "" for a release keyed by its input value alone (FLIP_LABEL, a plain column), else a digest
+	// of the expression that computed the input (expressionTag): the same value of another expression
+	// is another release.
+	tag string
+	// noMemo: the release is never returned again (an expression whose value the ledger cannot pin
+	// down: it may change while its text does not); every one is fresh and charged.
+	noMemo bool
+}
+
+var valueKey = releaseKey{}
+
+// mechanism is the mechanism field of the input digest.
+func (k releaseKey) mechanism(m string) string {
+	if k.tag == "" {
+		return m
+	}
+	return m + " of expression " + k.tag
+}
+
+// releaseLabelsKeyed is releaseLabels with the memoisation key k.
+func (c *collector) releaseLabelsKeyed(ctx context.Context, b engine.Budget, fn string, krr *mechanisms.KRR, units []string, ys []int, k releaseKey) ([]int, error) {
 	digests := make([]string, len(ys))
 	for i, y := range ys {
 		in := []byte("default")
 		if y >= 0 {
 			in = binary.LittleEndian.AppendUint64(nil, uint64(y))
 		}
-		digests[i] = engine.InputDigest(in, "k-rr", "k-rr", krr.Epsilon(), krr.K())
+		digests[i] = engine.InputDigest(in, k.mechanism("k-rr"), "k-rr", krr.Epsilon(), krr.K())
 	}
-	hits, err := c.lookup(ctx, b, units, digests)
+	src := mechanisms.CryptoSource()
+	rels, err := c.releaseKeyed(ctx, b, fn, "k-rr", "k-rr", krr.Epsilon(), units, digests, k.noMemo, func(i int) ([]byte, error) {
+		var out int
+		if ys[i] < 0 {
+			out = mechanisms.IntN(src, krr.K())
+		} else {
+			var err error
+			if out, err = krr.Randomise(ys[i], src); err != nil {
+				return nil, err
+			}
+		}
+		return binary.LittleEndian.AppendUint64(nil, uint64(int64(out))), nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
 	out := make([]int, len(ys))
-	for i, rel := range hits {
+	for i, rel := range rels {
 		if len(rel) != 8 {
 			return nil, fmt.Errorf("%s: memoised release of unit %s of %s has %d bytes, not 8", fn, units[i], b.TableRef, len(rel))
 		}
 		out[i] = int(int64(binary.LittleEndian.Uint64(rel)))
 	}
-	src := mechanisms.CryptoSource()
+	return out, nil
+}
+
+// releaseKeyed releases one value per unit of protected table b: the recorded release where memoise
+// mode has one (in this statement or in the ledger) for the unit and input digest, else a fresh one
+// from draw(i), whose charge (eps, mechanism and randomiser as given) it collects. Within one call,
+// memoise mode releases a repeated (unit, digest) once. With noMemo nothing is looked up or reused and
+// the fresh releases are recorded without their bytes (they cannot be returned again).
+func (c *collector) releaseKeyed(ctx context.Context, b engine.Budget, fn, mechanism, randomiser string, eps float64, units, digests []string, noMemo bool,
+	draw func(i int) ([]byte, error)) ([][]byte, error) {
+	memoise := b.Mode == engine.BudgetMemoise && !noMemo
+	hits := map[int][]byte{}
+	if memoise {
+		var err error
+		if hits, err = c.lookup(ctx, b, units, digests); err != nil {
+			return nil, fmt.Errorf("%s: %w", fn, err)
+		}
+	}
+	out := make([][]byte, len(units))
+	for i, rel := range hits {
+		out[i] = rel
+	}
 	first := map[[2]string]int{}
 	var charges []engine.Charge
-	for i, y := range ys {
+	for i := range units {
 		if _, hit := hits[i]; hit {
 			continue
 		}
-		if b.Mode == engine.BudgetMemoise {
+		if memoise {
 			k := [2]string{units[i], digests[i]}
 			if j, ok := first[k]; ok {
 				out[i] = out[j]
@@ -856,13 +1095,17 @@ func (c *collector) releaseLabels(ctx context.Context, b engine.Budget, fn strin
 			}
 			first[k] = i
 		}
-		if y < 0 {
-			out[i] = mechanisms.IntN(src, krr.K())
-		} else if out[i], err = krr.Randomise(y, src); err != nil {
+		rel, err := draw(i)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", fn, err)
 		}
-		charges = append(charges, engine.Charge{Table: b.TableRef, Unit: units[i], Eps: krr.Epsilon(), Function: fn, Mechanism: "k-rr",
-			Randomiser: "k-rr", Digest: digests[i], Release: binary.LittleEndian.AppendUint64(nil, uint64(int64(out[i])))})
+		out[i] = rel
+		ch := engine.Charge{Table: b.TableRef, Unit: units[i], Eps: eps, Function: fn, Mechanism: mechanism,
+			Randomiser: randomiser, Digest: digests[i], Release: rel}
+		if noMemo {
+			ch.Release = nil
+		}
+		charges = append(charges, ch)
 	}
 	c.record(b, charges)
 	return out, nil
@@ -935,8 +1178,11 @@ func containsRelease(ctx *sql.Context, n sql.Node) bool {
 
 func hasRelease(ctx *sql.Context, e sql.Expression) bool {
 	return transform.InspectExpr(ctx, e, func(ctx *sql.Context, e sql.Expression) bool {
-		_, ok := e.(*ledgerRelease)
-		return ok
+		switch e.(type) {
+		case *ledgerRelease, *ledgerAggregate:
+			return true
+		}
+		return false
 	})
 }
 

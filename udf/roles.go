@@ -80,7 +80,7 @@ func checkRawAccess(ctx *sql.Context, pt *planTables, n sql.Node) error {
 	var check func(e sql.Expression) error
 	check = func(e sql.Expression) error {
 		switch x := e.(type) {
-		case *ledgerRelease:
+		case *ledgerRelease, *ledgerAggregate:
 			for _, c := range x.Children()[1:] { // its parameters and unit key: not released
 				if err := check(c); err != nil {
 					return err

@@ -16,6 +16,11 @@ import (
 // q the per-label flip probability, E[share of class among y_noisy] = q + (p − q)·f, so
 // f̂ = (share − q)/(p − q), clipped to [0, 1]. Rows with a NULL y_noisy are skipped; eps, K and class
 // must be the same on every row of a group.
+//
+// On a protected table a column of it is not a release yet: there RR_FREQUENCY(y, eps, K, class
+// [, unit_key]) releases each row's y by k-RR at (eps, K) — the release FLIP_LABEL(y, eps, K) makes,
+// charged to the row's unit through the ledger and memoised with it — and returns the debiased share of
+// class among those releases (ledger_agg.go). A NULL or invalid y is released as a uniform label.
 type RRFrequency struct {
 	scalar
 	id     sql.ColumnId
@@ -25,9 +30,12 @@ type RRFrequency struct {
 var _ sql.Aggregation = (*RRFrequency)(nil)
 var _ sql.FunctionExpression = (*RRFrequency)(nil)
 
-// NewRRFrequency builds RR_FREQUENCY(y_noisy, eps, K, class).
+// NewRRFrequency builds RR_FREQUENCY(y_noisy, eps, K, class [, unit_key]).
 func NewRRFrequency(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	f := &RRFrequency{scalar: scalar{name: "rr_frequency", args: args}}
+	if len(args) == 5 { // the unit key is for the ledger (ledger_agg.go)
+		return f, nil
+	}
 	return f, f.checkArity(4)
 }
 

@@ -1,0 +1,495 @@
+package udf
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/expression"
+	"github.com/dolthub/go-mysql-server/sql/expression/function"
+	"github.com/dolthub/go-mysql-server/sql/types"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/mechanisms"
+)
+
+// The aggregates in the ledger: PRIVATE_ACCURACY(correct, eps [, unit_key]) and
+// RR_FREQUENCY(y, eps, K, class [, unit_key]) on a protected table.
+//
+// Each releases one value per row by k-RR — PRIVATE_ACCURACY the row's correctness bit (K = 2),
+// RR_FREQUENCY its label — and returns the Warner-debiased share computed from the releases alone. On a
+// protected table ledgerBindRule replaces the aggregate by a ledgerAggregate that carries the row's unit
+// key (hidden arguments, as for FLIP_LABEL), and its buffers release through the statement's collector:
+// every release is charged to its unit by the ledgerGate above, after the aggregation has run and before
+// its result leaves the engine, and a statement that would over-spend a unit returns nothing.
+//
+// RR_FREQUENCY on an unprotected table takes labels already released (FLIP_LABEL's output) and
+// releases nothing. On a protected table its argument is the true label, released at (eps, K) — the
+// same release as FLIP_LABEL(y, eps, K), memoised together with it — so RR_FREQUENCY(y, eps, K, c)
+// estimates the share of class c from y's releases; RR_FREQUENCY(FLIP_LABEL(y, …), …) is refused there
+// (a release inside an aggregate), release in a derived table instead.
+//
+// Differences from the unprotected aggregates, because a protected table's value must not show through:
+// a NULL (or, for an analyst, invalid) value is not skipped but released as the default input (a
+// uniformly drawn bit or label), so the count of rows is not a function of the data.
+//
+// Memoisation (memoise mode) is keyed by the unit and a digest of what is released:
+//
+//   - the released argument is a plain column: its value, ε and K, exactly as FLIP_LABEL keys its
+//     releases, so PRIVATE_ACCURACY(y, ε), RR_FREQUENCY(y, ε, 2, …) and FLIP_LABEL(y, ε, 2) share them;
+//   - it is an expression (PREDICT('m', f) = y): its value, ε, K and a digest of the expression itself
+//     (expressionTag: its canonical text, the identity — checksum and mechanism — of each model it
+//     applies, and the session settings that evaluation depends on). Validating the same model on the
+//     same rows again costs nothing; another model, or any other expression, is a fresh release.
+//
+// Why not the value alone, as the brief for this feature suggested: an expression's bit is a function
+// of the row that the analyst chooses. Keyed by value alone a unit would have just two memoised
+// releases, r0 and r1, paid for once (2ε); every later expression e — `z > 50`, `z > 25`, … on one unit
+// (WHERE id = 5) — would return r_{e(row)} for free, and whenever r0 ≠ r1 (probability ≥ 1/2) that
+// reveals e(row) exactly: a binary search for z at a total cost of 2ε. Keyed by the expression, each
+// distinct expression is its own release and is charged; repeating one reveals nothing new. An
+// expression whose value the ledger cannot pin to its text (it reads a column of another table, a
+// variable, or a function outside the allow-list of pureExpression) is released without memoisation:
+// every release fresh and charged. An analyst may pass only pure expressions of the protected row.
+
+// ledgerAggregate is PRIVATE_ACCURACY or RR_FREQUENCY bound to the ledger (see above).
+type ledgerAggregate struct {
+	fn     string           // upper-case function name
+	args   []sql.Expression // the function's arguments (no unit key); args[0] is the released value
+	units  []sql.Expression // the unit key
+	table  engine.TableRef
+	strict bool // analyst: invalid values are released as the default input, never quoted in an error
+	ledger *engine.Ledger
+	key    bindKey // how releases are keyed for memoisation
+
+	id     sql.ColumnId
+	window *sql.WindowDefinition
+}
+
+// bindKey is what the bind rule knows of the released argument, for memoisation.
+type bindKey struct {
+	plain  bool       // a plain column of the protected row: keyed by its value
+	pure   bool       // else a pure expression of the row (pureExpression): keyed by value and expressionTag
+	canon  string     // the expression's canonical text (pure only)
+	models []*Predict // the PREDICT calls whose models' identities complete the tag
+	names  []string   // their (literal) model names
+}
+
+var _ sql.Aggregation = (*ledgerAggregate)(nil)
+var _ sql.FunctionExpression = (*ledgerAggregate)(nil)
+var _ sql.NonDeterministicExpression = (*ledgerAggregate)(nil)
+
+func (a *ledgerAggregate) FunctionName() string { return strings.ToLower(a.fn) }
+func (a *ledgerAggregate) Description() string {
+	return "an aggregate of releases charged to the privacy ledger"
+}
+func (a *ledgerAggregate) IsNullable(*sql.Context) bool { return true }
+func (a *ledgerAggregate) IsNonDeterministic() bool     { return true }
+func (a *ledgerAggregate) Type(*sql.Context) sql.Type   { return types.Float64 }
+func (a *ledgerAggregate) Children() []sql.Expression {
+	return append(append([]sql.Expression{}, a.args...), a.units...)
+}
+
+func (a *ledgerAggregate) Resolved() bool {
+	for _, c := range a.Children() {
+		if !c.Resolved() {
+			return false
+		}
+	}
+	return true
+}
+
+// String is the function's own text (GMS matches aggregates to the columns that read them by it).
+func (a *ledgerAggregate) String() string {
+	parts := make([]string, len(a.args))
+	for i, x := range a.args {
+		parts[i] = x.String()
+	}
+	return fmt.Sprintf("%s(%s)", a.fn, strings.Join(parts, ", "))
+}
+
+// DebugString shows the binding.
+func (a *ledgerAggregate) DebugString(ctx *sql.Context) string {
+	units := make([]string, len(a.units))
+	for i, u := range a.units {
+		units[i] = u.String()
+	}
+	return fmt.Sprintf("%s [ledger %s, unit %s]", a.String(), a.table, strings.Join(units, ", "))
+}
+
+func (a *ledgerAggregate) WithChildren(_ *sql.Context, children ...sql.Expression) (sql.Expression, error) {
+	if len(children) != len(a.args)+len(a.units) {
+		return nil, sql.ErrInvalidChildrenNumber.New(a, len(children), len(a.args)+len(a.units))
+	}
+	na := *a
+	na.args = append([]sql.Expression{}, children[:len(a.args)]...)
+	na.units = append([]sql.Expression{}, children[len(a.args):]...)
+	return &na, nil
+}
+
+// Eval implements sql.Expression; an aggregate is evaluated through its buffer.
+func (a *ledgerAggregate) Eval(*sql.Context, sql.Row) (any, error) {
+	return nil, sql.ErrAggregationUnsupported.New(a.String())
+}
+
+func (a *ledgerAggregate) Id() sql.ColumnId { return a.id }
+func (a *ledgerAggregate) WithId(id sql.ColumnId) sql.IdExpression {
+	na := *a
+	na.id = id
+	return &na
+}
+func (a *ledgerAggregate) Window() *sql.WindowDefinition { return a.window }
+func (a *ledgerAggregate) WithWindow(_ *sql.Context, w *sql.WindowDefinition) sql.WindowAdaptableExpression {
+	na := *a
+	na.window = w
+	return &na
+}
+func (a *ledgerAggregate) NewWindowFunction(*sql.Context) (sql.WindowFunction, error) {
+	return nil, fmt.Errorf("%s on protected table %s cannot be used as a window function (OVER ...)", a.fn, a.table)
+}
+
+// NewBuffer implements sql.Aggregation. The buffers of one aggregate in one statement share a queue, so
+// releases are made (and memoised releases looked up) in batches across groups.
+func (a *ledgerAggregate) NewBuffer(ctx *sql.Context) (sql.AggregationBuffer, error) {
+	c := collectorFrom(ctx)
+	if c == nil {
+		return nil, fmt.Errorf("%s on protected table %s has no ledger here: releases of protected data are allowed in SELECT, "+
+			"INSERT … SELECT and CREATE TABLE … AS SELECT; nothing was released", a.fn, a.table)
+	}
+	q, err := c.aggQueue(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	return &ledgerAggBuffer{q: q}, nil
+}
+
+// aggQueue is the releases an aggregate's buffers have asked for and not yet made.
+type aggQueue struct {
+	a   *ledgerAggregate
+	c   *collector
+	b   engine.Budget
+	key releaseKey
+
+	mu      sync.Mutex
+	pending []pendingRelease
+}
+
+type pendingRelease struct {
+	buf  *ledgerAggBuffer
+	unit string
+	y    int // the input; -1 for the default
+	krr  *mechanisms.KRR
+}
+
+// aggQueue returns the statement's queue of aggregate a, creating it (and computing a's release key).
+func (c *collector) aggQueue(ctx *sql.Context, a *ledgerAggregate) (*aggQueue, error) {
+	c.mu.Lock()
+	q := c.queues[a]
+	c.mu.Unlock()
+	if q != nil {
+		return q, nil
+	}
+	b, ok := a.ledger.Budget(a.table)
+	if !ok {
+		return nil, fmt.Errorf("%s: table %s is no longer protected; run the statement again", a.fn, a.table)
+	}
+	q = &aggQueue{a: a, c: c, b: b}
+	switch {
+	case a.key.plain:
+	case a.key.pure:
+		q.key.tag = expressionTag(ctx, a.key)
+	default:
+		q.key.noMemo = true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queues == nil {
+		c.queues = map[*ledgerAggregate]*aggQueue{}
+	}
+	if prev := c.queues[a]; prev != nil {
+		return prev, nil
+	}
+	c.queues[a] = q
+	return q, nil
+}
+
+func (q *aggQueue) add(ctx *sql.Context, p pendingRelease) error {
+	q.mu.Lock()
+	q.pending = append(q.pending, p)
+	full := len(q.pending) >= BatchSize
+	q.mu.Unlock()
+	if full {
+		return q.flush(ctx)
+	}
+	return nil
+}
+
+// flush makes every pending release (through the collector, which collects their charges) and counts
+// each in its buffer.
+func (q *aggQueue) flush(ctx *sql.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pending) == 0 {
+		return nil
+	}
+	type group struct {
+		krr   *mechanisms.KRR
+		items []pendingRelease
+	}
+	groups := map[[2]float64]*group{}
+	var order []*group
+	for _, p := range q.pending {
+		k := [2]float64{p.krr.Epsilon(), float64(p.krr.K())}
+		g := groups[k]
+		if g == nil {
+			g = &group{krr: p.krr}
+			groups[k] = g
+			order = append(order, g)
+		}
+		g.items = append(g.items, p)
+	}
+	q.pending = nil
+	for _, g := range order {
+		units := make([]string, len(g.items))
+		ys := make([]int, len(g.items))
+		for i, p := range g.items {
+			units[i], ys[i] = p.unit, p.y
+		}
+		released, err := q.c.releaseLabelsKeyed(ctx, q.b, q.a.fn, g.krr, units, ys, q.key)
+		if err != nil {
+			return err
+		}
+		for i, p := range g.items {
+			p.buf.n++
+			if int64(released[i]) == p.buf.class {
+				p.buf.hits++
+			}
+		}
+	}
+	return nil
+}
+
+// ledgerAggBuffer is one group's buffer. Its counts are complete once its queue is flushed.
+type ledgerAggBuffer struct {
+	q *aggQueue
+
+	krr     *mechanisms.KRR // the first row's eps and K, which every row of the group must repeat
+	class   int64           // the class counted (1 for PRIVATE_ACCURACY: a correct row)
+	first   []any           // the first row's parameters, for the error messages
+	n, hits int64           // rows released, and releases equal to class
+}
+
+// Update implements sql.AggregationBuffer: it queues the row's release.
+func (b *ledgerAggBuffer) Update(ctx *sql.Context, row sql.Row) error {
+	a := b.q.a
+	fn := a.fn
+	vals, err := evalArgs(ctx, row, a.Children())
+	if err != nil {
+		return err
+	}
+	params := vals[1:len(a.args)]
+	accuracy := fn == "PRIVATE_ACCURACY"
+	if b.krr == nil {
+		for _, v := range params {
+			if v == nil {
+				if accuracy {
+					return fmt.Errorf("%s: eps must not be NULL", fn)
+				}
+				return fmt.Errorf("%s: eps, K and class must not be NULL", fn)
+			}
+		}
+		eps, err := toEpsilon(ctx, fn, params[0])
+		if err != nil {
+			return err
+		}
+		k, class := 2, int64(1)
+		if !accuracy {
+			if k, err = toK(ctx, fn, params[1]); err != nil {
+				return err
+			}
+			if class, err = toInt(ctx, fn, "class", params[2]); err != nil {
+				return err
+			}
+			if class < 0 || class >= int64(k) {
+				return argError(fn, "class", params[2], fmt.Sprintf("the class must be in 0..K-1 (K = %d)", k))
+			}
+		}
+		if b.krr, err = mechanisms.NewKRR(eps, k); err != nil {
+			return argError(fn, "eps", params[0], err.Error())
+		}
+		b.class, b.first = class, params
+	} else {
+		names := []string{"eps", "K", "class"}
+		for i, v := range params {
+			var same bool
+			if i == 0 {
+				e, err := toFloat(ctx, fn, names[i], v)
+				same = err == nil && e == b.krr.Epsilon()
+			} else {
+				x, err := toInt(ctx, fn, names[i], v)
+				want := int64(b.krr.K())
+				if i == 2 {
+					want = b.class
+				}
+				same = err == nil && x == want
+			}
+			if !same {
+				return argError(fn, names[i], v, fmt.Sprintf("must be the same on every row (first row had %v)", b.first[i]))
+			}
+		}
+	}
+	unit, err := engine.UnitKey(vals[len(a.args):]...)
+	if err != nil {
+		return fmt.Errorf("%s on protected table %s: %w (a NULL unit_key names no unit)", fn, a.table, err)
+	}
+	y := -1 // the default: a uniformly drawn bit or label
+	if v := vals[0]; !isDefault(v) {
+		arg, want := "y", fmt.Sprintf("a label is an integer in 0..K-1 (K = %d)", b.krr.K())
+		if accuracy {
+			arg, want = "correct", "a correctness bit is 0 or 1"
+		}
+		x, err := toInt(ctx, fn, arg, v)
+		if err == nil && (x < 0 || x >= int64(b.krr.K())) {
+			err = argError(fn, arg, v, want)
+		}
+		switch {
+		case err == nil:
+			y = int(x)
+		case !a.strict:
+			return err
+		}
+	}
+	return b.q.add(ctx, pendingRelease{buf: b, unit: unit, y: y, krr: b.krr})
+}
+
+// Eval implements sql.AggregationBuffer: the Warner-debiased share of the class among the group's
+// releases (clipped to [0, 1]); NULL for an empty group.
+func (b *ledgerAggBuffer) Eval(ctx *sql.Context) (any, error) {
+	if err := b.q.flush(ctx); err != nil {
+		return nil, err
+	}
+	if b.n == 0 {
+		return nil, nil
+	}
+	return mechanisms.WarnerEstimate(b.hits, b.n, b.krr.Epsilon(), b.krr.K())
+}
+
+// Dispose implements sql.Disposable.
+func (b *ledgerAggBuffer) Dispose(*sql.Context) {}
+
+// ---------------------------------------------------------------------------------------------------
+// Pure expressions and their tags
+
+// tagSessionVariables are the session settings an allowed expression's value may depend on (string
+// comparison, arithmetic, conversions); the tag includes them, so changing one is another release.
+var tagSessionVariables = []string{"sql_mode", "collation_connection", "character_set_connection", "time_zone", "div_precision_increment"}
+
+// expressionTag completes a pure expression's canonical text with what its value depends on beyond the
+// row: each model's identity and the session settings.
+func expressionTag(ctx *sql.Context, k bindKey) string {
+	h := sha256.New()
+	field := func(s string) {
+		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	}
+	field("ldpsql expression v1")
+	field(k.canon)
+	for i, p := range k.models {
+		field(modelIdentity(ctx, p, k.names[i]))
+	}
+	for _, name := range tagSessionVariables {
+		v, err := ctx.GetSessionVariable(ctx, name)
+		if err != nil {
+			field(name + "=?")
+			continue
+		}
+		field(fmt.Sprintf("%s=%v", name, v))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// modelIdentity is a classifier's checksum and its mechanism's identity ("unavailable" when it cannot
+// be loaded: then every PREDICT fails and every release is of the default input).
+func modelIdentity(ctx *sql.Context, p *Predict, name string) string {
+	l, err := p.c.load(ctx, name)
+	if err != nil {
+		return "model " + name + ": unavailable"
+	}
+	id := "model " + l.checksum
+	if mech, err := p.c.p.mechs.resolve(ctx, l.art.Mechanism); err == nil {
+		id += " mechanism " + mechanismID(mech)
+	}
+	return id
+}
+
+// pureExpression reports whether e computes a value from the protected row alone (inst's columns, via
+// columnOf) and literals, through operators and functions whose result depends on nothing else (no
+// variables, no time, no randomness, no other row or table), and returns its canonical text and the
+// PREDICT calls in it (whose models must have literal names). columnOf maps a column reference to the
+// protected column it reads (a reference through a derived table or view resolved), or "" if none.
+func pureExpression(ctx *sql.Context, e sql.Expression, columnOf func(*expression.GetField) string) (canon string, models []*Predict, names []string, ok bool) {
+	var sb strings.Builder
+	ok = true
+	var walk func(e sql.Expression)
+	walk = func(e sql.Expression) {
+		if !ok {
+			return
+		}
+		switch x := e.(type) {
+		case *guarded:
+			walk(x.inner)
+			return
+		case *expression.GetField:
+			col := columnOf(x)
+			if col == "" {
+				ok = false
+				return
+			}
+			sb.WriteString("col(" + col + ")")
+			return
+		case *expression.Literal:
+			fmt.Fprintf(&sb, "lit(%s,%T,%#v)", x.Type(ctx).String(), x.Value(), x.Value())
+			return
+		case *Predict:
+			name, isLit := x.args[0].(*expression.Literal)
+			if !isLit || name.Value() == nil {
+				ok = false
+				return
+			}
+			if len(x.args) == 3 {
+				if _, isLit := x.args[2].(*expression.Literal); !isLit {
+					ok = false
+					return
+				}
+			}
+			models, names = append(models, x), append(names, fmt.Sprint(name.Value()))
+		case *LDPVector,
+			*expression.Equals, *expression.NullSafeEquals, *expression.GreaterThan, *expression.LessThan,
+			*expression.GreaterThanOrEqual, *expression.LessThanOrEqual,
+			*expression.And, *expression.Or, *expression.Xor, *expression.Not, *expression.IsNull, *expression.IsTrue,
+			*expression.Arithmetic, *expression.Div, *expression.IntDiv, *expression.Mod, *expression.UnaryMinus, *expression.BitOp,
+			*expression.Between, *expression.InTuple, *expression.HashInTuple, *expression.Tuple,
+			*expression.Convert, *expression.Case,
+			*function.If, *function.Coalesce, *function.IfNull, *function.NullIf:
+		default:
+			ok = false
+			return
+		}
+		// The node: its type, its own text (operators, target types) and its children's canonical texts.
+		fmt.Fprintf(&sb, "%T{%s}(", e, e.String())
+		for i, c := range e.Children() {
+			if i > 0 {
+				sb.WriteString(",")
+			}
+			walk(c)
+		}
+		sb.WriteString(")")
+	}
+	walk(e)
+	if !ok {
+		return "", nil, nil, false
+	}
+	return sb.String(), models, names, true
+}
