@@ -824,11 +824,16 @@ func (l *loadedClassifier) predict(rows [][]float32) []int {
 //
 //	SELECT PRIVATE_ACCURACY(PREDICT(model, features) = label, eps_c) FROM validation_table
 //
-// as the caller, so the ledger and the roles apply to it as to the user's own queries. The candidate
-// model is loaded under a temporary name for the query and removed after.
+// as the caller, so the ledger and the roles apply to it as to the user's own queries: on a protected
+// validation table every bit is charged eps_c to its row's unit before the accuracy is returned, and a
+// validation that would over-spend a unit fails (with the ledger's error) and the job stores no model.
+// The candidate model is loaded under a temporary name for the query and removed after; it carries the
+// checksum it will be stored with, so in memoise mode validating the same model again — here or later
+// with PRIVATE_ACCURACY(PREDICT('model', …) = …) — returns the recorded bits without a new charge.
 func (c *classifiers) privateValidation(ctx *sql.Context, tp trainParams, art classifierArtifact, blob []byte) (float64, error) {
 	tmp := "_ldp_val_" + tp.Model
-	l := &loadedClassifier{checksum: "candidate", art: art}
+	sum := sha256.Sum256(blob)
+	l := &loadedClassifier{checksum: hex.EncodeToString(sum[:]), art: art}
 	var err error
 	switch art.Kind {
 	case "mlp":
@@ -847,7 +852,6 @@ func (c *classifiers) privateValidation(ctx *sql.Context, tp trainParams, art cl
 		delete(c.candidates, tmp)
 		c.mu.Unlock()
 	}()
-	_ = blob
 	q := fmt.Sprintf("SELECT PRIVATE_ACCURACY(PREDICT(%s, %s) = %s, %v) FROM %s", sqlString(tmp),
 		quoteCol(tp.FeaturesCol), quoteCol(tp.LabelCol), tp.EpsC, quoteTable(tp.ValidationTable))
 	iter, err := c.p.query(ctx, q)

@@ -410,8 +410,26 @@ func expressionTag(ctx *sql.Context, k bindKey) string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
-// modelIdentity is a classifier's checksum and its mechanism's identity ("unavailable" when it cannot
-// be loaded: then every PREDICT fails and every release is of the default input).
+// nodeDetail is what an allowed node does beyond its type and its children.
+func nodeDetail(ctx *sql.Context, e sql.Expression) string {
+	switch x := e.(type) {
+	case *expression.IsTrue:
+		return strings.TrimPrefix(x.String(), x.Child.String()) // IS TRUE, IS FALSE
+	case *expression.Convert:
+		return x.Type(ctx).String()
+	case *expression.Case:
+		return fmt.Sprintf("operand %t, %d branches, else %t", x.Expr != nil, len(x.Branches), x.Else != nil)
+	case *expression.BitOp:
+		return x.Op
+	case interface{ Operator() string }: // arithmetic operators
+		return x.Operator()
+	}
+	return ""
+}
+
+// modelIdentity is a classifier's checksum and its mechanism's identity, not its name: the model a
+// validation job checks under a temporary name is the one it stores ("unavailable" when it cannot be
+// loaded: then every PREDICT fails and every release is of the default input).
 func modelIdentity(ctx *sql.Context, p *Predict, name string) string {
 	l, err := p.c.load(ctx, name)
 	if err != nil {
@@ -477,9 +495,15 @@ func pureExpression(ctx *sql.Context, e sql.Expression, columnOf func(*expressio
 			ok = false
 			return
 		}
-		// The node: its type, its own text (operators, target types) and its children's canonical texts.
-		fmt.Fprintf(&sb, "%T{%s}(", e, e.String())
-		for i, c := range e.Children() {
+		// The node: its type, what it does beyond its type (an operator, a target type) and its children's
+		// canonical texts, in order. (Not its text: that would name columns by their aliases and models
+		// by their names; a model is identified by expressionTag.)
+		fmt.Fprintf(&sb, "%T{%s}(", e, nodeDetail(ctx, e))
+		children := e.Children()
+		if _, isPredict := e.(*Predict); isPredict {
+			children = children[1:] // the model's name
+		}
+		for i, c := range children {
 			if i > 0 {
 				sb.WriteString(",")
 			}

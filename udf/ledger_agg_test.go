@@ -2,10 +2,12 @@ package udf_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dolthub/go-mysql-server/sql"
 
@@ -319,6 +321,26 @@ func TestLedgerAggregatesAnalyst(t *testing.T) {
 		}
 	}
 
+	// What tells expressions apart: operators and flags, not the names columns go by.
+	for _, c := range []struct {
+		q    string
+		want float64
+	}{
+		{"SELECT PRIVATE_ACCURACY(z + 1 > 50, 0.1) FROM t WHERE id = 6", 3.6},
+		{"SELECT PRIVATE_ACCURACY(z - 1 > 50, 0.1) FROM t WHERE id = 6", 3.7},
+		{"SELECT PRIVATE_ACCURACY(y IS TRUE, 0.1) FROM t WHERE id = 6", 3.8},
+		{"SELECT PRIVATE_ACCURACY(y IS FALSE, 0.1) FROM t WHERE id = 6", 3.9},
+		{"SELECT PRIVATE_ACCURACY(a.y IS FALSE, 0.1) FROM t AS a WHERE a.id = 6", 3.9},
+		{"SELECT PRIVATE_ACCURACY(z + 1 > 50, 0.1) FROM t WHERE id = 6", 3.9},
+	} {
+		if _, err := l.as("analyst", c.q); err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		if s := l.spent("t"); math.Abs(s["6"]-c.want) > 1e-9 {
+			t.Fatalf("after %s: unit 6 spent %v, want %v", c.q, s["6"], c.want)
+		}
+	}
+
 	// Warnings that would quote a value ('abc' is not a number) are dropped for the analyst.
 	rows, warnings, err := l.asWithWarnings("analyst", "SELECT PRIVATE_ACCURACY(label = 1, 1) FROM s")
 	if err != nil || len(rows) != 1 {
@@ -407,4 +429,94 @@ func TestLedgerReleaseThroughDerivedTables(t *testing.T) {
 		t.Fatalf("count(*) through a derived table: %v", rows)
 	}
 	l.allSpent("t", 50, 2.5)
+}
+
+// TRAIN_NOISY_CLASSIFIER's private validation runs PRIVATE_ACCURACY(PREDICT(candidate, f) = y, eps_c)
+// as the caller from its job: on a protected validation table each unit is charged eps_c, the same
+// model validated again is free (the recorded bits), and a validation that would over-spend fails the
+// job, which then stores no model.
+func TestLedgerPrivateValidationJob(t *testing.T) {
+	l := newLedgerEngine(t, buildIdentityPlugin(t))
+	for _, table := range []string{"aux", "train", "val"} {
+		l.q(fmt.Sprintf("CREATE TABLE %s (id INT PRIMARY KEY, f LONGBLOB, y INT)", table))
+		n := map[string]int{"aux": 20, "train": 300, "val": 120}[table]
+		var vals []string
+		for i := 0; i < n; i++ {
+			y := i % 2
+			x := float64(2*y-1)*0.8 + 0.2*math.Sin(float64(i))
+			vals = append(vals, fmt.Sprintf("(%d, LDP_VECTOR(%g, %g), %d)", i, x, 0.1*math.Cos(float64(i)), y))
+		}
+		l.q(fmt.Sprintf("INSERT INTO %s VALUES %s", table, strings.Join(vals, ", ")))
+	}
+	l.q(`CALL ldp_fit_mechanism('box', 'identity', 'aux', 'f', '{}')`)
+	l.q("CALL ldp_set_budget('val', 2.5)")
+	l.createAnalyst("analyst")
+
+	train := func(model string, seed int) engine.Job {
+		t.Helper()
+		params := fmt.Sprintf(`{"model": %q, "objective": "clean", "mechanism": "box", "features_col": "f", "label_col": "y", "K": 2,
+			"epochs": 3, "seed": %d, "validation_table": "val", "eps_c": 1}`, model, seed)
+		rows, err := l.as("analyst", fmt.Sprintf("SELECT TRAIN_NOISY_CLASSIFIER('train', '%s')", params))
+		if err != nil {
+			t.Fatalf("TRAIN_NOISY_CLASSIFIER: %v", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		job, err := l.e.Jobs.Wait(ctx, toInt64(t, rows[0][0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	storedAccuracy := func(model string) float64 {
+		t.Helper()
+		var params string
+		if err := l.e.DuckDB.QueryRow("SELECT params FROM ldpsql_catalog.ldp_models WHERE name = ?", model).Scan(&params); err != nil {
+			t.Fatalf("model %s: %v", model, err)
+		}
+		var rec struct {
+			PrivateAccuracy *float64 `json:"private_accuracy"`
+		}
+		if err := json.Unmarshal([]byte(params), &rec); err != nil || rec.PrivateAccuracy == nil {
+			t.Fatalf("model %s: no private_accuracy in %s (%v)", model, params, err)
+		}
+		return *rec.PrivateAccuracy
+	}
+
+	if job := train("m1", 1); job.State != "succeeded" {
+		t.Fatalf("job m1: %s: %s", job.State, job.Error)
+	}
+	l.allSpent("val", 120, 1)
+	if by := l.count("SELECT count(*) FROM ldpsql_catalog.ldp_releases WHERE function_name = 'PRIVATE_ACCURACY' AND released_by = 'analyst@localhost'"); by != 120 {
+		t.Fatalf("%d validation releases recorded as the analyst's, want 120", by)
+	}
+	// The analyst validates the stored model again: the recorded bits, the same estimate, no charge.
+	rows, err := l.as("analyst", "SELECT PRIVATE_ACCURACY(PREDICT('m1', f) = y, 1) FROM val")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := toFloat(t, rows[0][0]), storedAccuracy("m1"); got != want {
+		t.Fatalf("re-validating m1 gave %v, the job recorded %v", got, want)
+	}
+	l.allSpent("val", 120, 1)
+	// The analyst still cannot read the validation table.
+	if _, err := l.as("analyst", "SELECT PREDICT('m1', f) FROM val"); err == nil || !strings.Contains(err.Error(), "denied") {
+		t.Fatalf("PREDICT on raw features outside PRIVATE_ACCURACY: %v", err)
+	}
+
+	// Another model: charged again.
+	if job := train("m2", 2); job.State != "succeeded" {
+		t.Fatalf("job m2: %s: %s", job.State, job.Error)
+	}
+	l.allSpent("val", 120, 2)
+	// A third would take every unit to 3 > 2.5: the job fails with the ledger's error, stores nothing,
+	// charges nothing.
+	job := train("m3", 3)
+	if job.State != "failed" || !strings.Contains(job.Error, "budget exceeded") {
+		t.Fatalf("job m3: %s: %s", job.State, job.Error)
+	}
+	if n := l.count("SELECT count(*) FROM ldpsql_catalog.ldp_models WHERE name = 'm3'"); n != 0 {
+		t.Fatal("an over-budget validation stored its model")
+	}
+	l.allSpent("val", 120, 2)
 }
