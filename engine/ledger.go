@@ -25,7 +25,8 @@ import (
 // A table becomes protected when a DBA gives it a budget (CALL ldp_set_budget). Its rows are grouped into
 // privacy units, identified by a unit key (the values of the table's unit columns: its primary key unless
 // the DBA named others). Every unit has the table's per-unit budget ε_total. A release of a unit's data
-// (one LDP_ENCODE, FLIP_LABEL, ldp_privatize row, or a private-validation bit) charges its ε to the unit,
+// (one LDP_ENCODE, FLIP_LABEL or LDP_LAPLACE value, one row's bit or label in PRIVATE_ACCURACY or
+// RR_FREQUENCY — a private validation's included —, one ldp_privatize row) charges its ε to the unit,
 // and the charge is recorded before the release leaves the engine. A statement whose charges would take
 // any unit over its budget fails and releases nothing.
 //
@@ -816,7 +817,10 @@ func unitPart(v any) (string, error) {
 
 // InputDigest is the hex SHA-256 that identifies a release's input for memoisation: the canonical bytes
 // of the input value (a packed little-endian float32 vector for LDP_ENCODE, a little-endian int64 label
-// for FLIP_LABEL), the mechanism (name and identity), the randomiser, ε and K (0 when there is none).
+// for FLIP_LABEL, RR_FREQUENCY and PRIVATE_ACCURACY's bit, the clipped value, lo and hi as little-endian
+// float64s for LDP_LAPLACE), the mechanism (name and identity; for a value computed by an expression, a
+// digest of the expression too, so that another expression's equal value is another release), the
+// randomiser, ε and K (0 when there is none).
 // Every field is length-prefixed, so no two inputs share a digest by concatenation.
 func InputDigest(input []byte, mechanism, randomiser string, eps float64, k int) string {
 	h := sha256.New()

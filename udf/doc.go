@@ -6,12 +6,15 @@
 // Every randomising function is marked non-deterministic so GMS never folds, caches or deduplicates it:
 // each row gets fresh noise — except where the privacy ledger memoises a release (below).
 //
-// The privacy ledger (ledger.go, budget.go, roles.go). On a table a DBA protected with CALL
-// ldp_set_budget, LDP_ENCODE, LDP_ENCODE_JSON and FLIP_LABEL are bound by an analyzer rule to the ledger
-// (engine.Ledger) with the row's unit key, and a gate at the top of the statement charges all its
+// The privacy ledger (ledger.go, ledger_agg.go, ledger_prov.go, budget.go, roles.go). On a table a DBA
+// protected with CALL ldp_set_budget, LDP_ENCODE, LDP_ENCODE_JSON, FLIP_LABEL, LDP_LAPLACE and the
+// aggregates PRIVATE_ACCURACY and RR_FREQUENCY (which release each row's bit or label by k-RR) are bound
+// by an analyzer rule to the ledger (engine.Ledger) with the row's unit key — also when they read the
+// table through a derived table, view or CTE — and a gate at the top of the statement charges all its
 // releases in one transaction before any row leaves; a statement that would over-spend a unit fails
 // and returns nothing, and in memoise mode a repeated release is returned from the record without a new
-// charge. ldp_privatize on a protected source charges before it writes. The same rule enforces the
-// roles: a DBA is root or a holder of SUPER; an analyst may reference a protected table's unit columns,
-// and its other columns only as the released argument of those functions.
+// charge. ldp_privatize and TRAIN_NOISY_CLASSIFIER's private validation on a protected table charge
+// before anything derived from their releases leaves. The same rule enforces the roles: a DBA is root or
+// a holder of SUPER; an analyst may reference a protected table's unit columns, and its other columns
+// only as the released argument of those functions.
 package udf

@@ -23,27 +23,33 @@ import (
 )
 
 // The ledger in SQL. engine.Ledger keeps the budgets and the record of releases; this file makes every
-// LDP_ENCODE, LDP_ENCODE_JSON and FLIP_LABEL of a protected table's data go through it:
+// LDP_ENCODE, LDP_ENCODE_JSON, FLIP_LABEL and LDP_LAPLACE — and, with ledger_agg.go, every
+// PRIVATE_ACCURACY and RR_FREQUENCY — of a protected table's data go through it:
 //
 //  1. ledgerBindRule (analyzer, before the default rules, on the whole statement) finds the calls whose
-//     features (or label) argument reads columns of a protected table, and replaces each by a
-//     ledgerRelease that also carries the unit key of the row: the table's unit columns, appended as
-//     hidden arguments, or the DBA's explicit unit_key argument. Such a call must read one table (one
-//     row per release) and must stand in a SELECT list; anything else is refused. The same pass
-//     enforces the roles (roles.go).
+//     released argument reads columns of a protected table — directly, or through derived tables,
+//     views and CTEs (ledger_prov.go) — and replaces each by a ledgerRelease (an aggregate: a
+//     ledgerAggregate) that also carries the unit key of the row: the table's unit columns, appended as
+//     hidden arguments, or the DBA's explicit unit_key argument. Such a call must read one row of one
+//     table (one row per release) and must stand in a SELECT list (an aggregate: in its GROUP BY's
+//     aggregation); anything else is refused. The same pass enforces the roles (roles.go).
 //  2. ledgerGateRule (analyzer, after all others) puts a ledgerGate at the top of the statement (below
 //     SELECT … INTO; at the source of INSERT … SELECT and CREATE TABLE … AS SELECT). The gate runs its
 //     child to the end before returning a single row: the ledgerRelease expressions compute the
-//     releases (in batches of 4,096, through BatchRule) and collect their charges, then the gate charges
-//     them all in one ledger transaction, and only then hands the rows out. A statement that would take
-//     any unit over its budget fails with the ledger's error and returns nothing.
+//     releases (in batches of 4,096, through BatchRule) and the ledgerAggregates' buffers theirs (at the
+//     latest when the aggregation evaluates them, which is below the gate, before their rows reach it),
+//     all collecting their charges; then the gate charges them all in one ledger transaction, and only
+//     then hands the rows out. A statement that would take any unit over its budget fails with the
+//     ledger's error and returns nothing.
 //  3. In 'memoise' mode a release asked for again (same unit, same input digest) is looked up first, in
 //     the statement's own releases and then in ldp_releases; a hit is returned as it was and charged
-//     nothing.
+//     nothing. The digest is of the input value (for an aggregate over an expression, also of the
+//     expression: see ledger_agg.go).
 //
 // A protected value that is NULL is released as if it were the default input (the zero vector; for
-// FLIP_LABEL a label drawn uniformly, which is eps-LDP with respect to every label), never as NULL: a
-// NULL out would tell whether the value is NULL. For an analyst (roles.go) an invalid value is treated
+// FLIP_LABEL, PRIVATE_ACCURACY and RR_FREQUENCY a label or bit drawn uniformly, which is eps-LDP with
+// respect to every label; for LDP_LAPLACE the midpoint of [lo, hi]), never as NULL (an aggregate does
+// not skip it): a NULL out would tell whether the value is NULL. For an analyst (roles.go) an invalid value is treated
 // the same way rather than raising an error that would quote it.
 
 // Rule ids, far from GMS's own.
@@ -489,8 +495,8 @@ func misplaced(fn string, t engine.TableRef, inSubquery bool) error {
 // ---------------------------------------------------------------------------------------------------
 // The release expression
 
-// ledgerRelease is a release call bound to the ledger: LDP_ENCODE, LDP_ENCODE_JSON or FLIP_LABEL on a
-// protected table, with the row's unit key as hidden arguments. It is evaluated in batches (BatchRule)
+// ledgerRelease is a release call bound to the ledger: LDP_ENCODE, LDP_ENCODE_JSON, FLIP_LABEL or
+// LDP_LAPLACE on a protected table, with the row's unit key as hidden arguments. It is evaluated in batches (BatchRule)
 // inside a ledgerGate, which charges what it releases.
 type ledgerRelease struct {
 	fn     string           // upper-case function name

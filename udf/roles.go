@@ -28,11 +28,20 @@ import (
 //
 // and on top of them, for a protected table (one with a budget), an analyst may reference its unit
 // columns (they identify units and are not released data) anywhere, and its other columns only as the
-// released argument of LDP_ENCODE, LDP_ENCODE_JSON or FLIP_LABEL, where it must be a column or
-// LDP_VECTOR of columns and literals. Every other reference — in a SELECT list (SELECT * included), in
-// WHERE, JOIN … ON, GROUP BY, HAVING, ORDER BY, an aggregate, a subquery, a view, a CTE, INSERT …
-// SELECT, CREATE TABLE … AS SELECT, UPDATE or DELETE — fails with "access denied". Releases are charged
-// to the ledger, so an analyst can learn about a unit no more than its budget allows.
+// released argument of a release:
+//
+//   - LDP_ENCODE, LDP_ENCODE_JSON, FLIP_LABEL, LDP_LAPLACE: a column, or LDP_VECTOR of columns and
+//     literals;
+//   - PRIVATE_ACCURACY, RR_FREQUENCY (ledger_agg.go): any pure expression of the row (pureExpression:
+//     its columns, literals, comparisons, arithmetic, logic, CASE/IF/COALESCE, CAST, LDP_VECTOR and
+//     PREDICT of a named model), e.g. PRIVATE_ACCURACY(PREDICT('m', f) = y, 1), because only the k-RR
+//     release of its value leaves the row, and each distinct expression is charged as its own release.
+//
+// The argument is evaluated with its errors turned into the default input and its warnings dropped, so
+// neither quotes the row. Every other reference — in a SELECT list (SELECT * included), in WHERE,
+// JOIN … ON, GROUP BY, HAVING, ORDER BY, another aggregate, a subquery, a view, a CTE, INSERT … SELECT,
+// CREATE TABLE … AS SELECT, UPDATE or DELETE — fails with "access denied". Releases are charged to the
+// ledger, so an analyst can learn about a unit no more than its budget allows.
 
 // isDBA reports whether the session's user is a DBA: root, or a holder of the global SUPER privilege.
 // Without user accounts (privileges disabled) everyone is.
@@ -45,7 +54,7 @@ func isDBA(ctx *sql.Context, a *analyzer.Analyzer) bool {
 }
 
 func errRawColumn(col, table string) error {
-	return fmt.Errorf("access denied: column %s of protected table %s is raw data; release it with LDP_ENCODE/FLIP_LABEL", col, table)
+	return fmt.Errorf("access denied: column %s of protected table %s is raw data; release it with LDP_ENCODE, FLIP_LABEL, LDP_LAPLACE, RR_FREQUENCY or PRIVATE_ACCURACY", col, table)
 }
 
 // checkAnalystArgument limits what an analyst may release to a column or LDP_VECTOR of columns and
