@@ -416,7 +416,7 @@ func (b *binder) bindAggregate(node sql.Node, e sql.Expression) (sql.Expression,
 		a.key = bindKey{pure: true, canon: canon, models: models, names: names}
 	} else if !b.dba {
 		return nil, transform.SameTree, fmt.Errorf("access denied: %s on protected table %s: an analyst's argument may use the table's columns, literals, "+
-			"comparisons, arithmetic, AND/OR/NOT, CASE, IF, COALESCE, CAST, LDP_VECTOR and PREDICT of a named model, and nothing else (no other "+
+			"comparisons (IN, BETWEEN, LIKE too), arithmetic, AND/OR/NOT, CASE, IF, COALESCE, CAST, LDP_VECTOR and PREDICT of a named model, and nothing else (no other "+
 			"table, variable or function), not %s", fn, inst.budget.TableRef, args[0])
 	}
 	if a.strict {

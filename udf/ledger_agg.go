@@ -410,6 +410,18 @@ func expressionTag(ctx *sql.Context, k bindKey) string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
+// literalText is a literal's value as text that tells values of its type apart (Go syntax, not the
+// pointers inside a decimal).
+func literalText(v any) string {
+	switch x := v.(type) {
+	case []byte:
+		return fmt.Sprintf("x'%x'", x)
+	case fmt.Stringer:
+		return fmt.Sprintf("%q", x.String())
+	}
+	return fmt.Sprintf("%#v", v)
+}
+
 // nodeDetail is what an allowed node does beyond its type and its children.
 func nodeDetail(ctx *sql.Context, e sql.Expression) string {
 	switch x := e.(type) {
@@ -421,6 +433,10 @@ func nodeDetail(ctx *sql.Context, e sql.Expression) string {
 		return fmt.Sprintf("operand %t, %d branches, else %t", x.Expr != nil, len(x.Branches), x.Else != nil)
 	case *expression.BitOp:
 		return x.Op
+	case *expression.Like:
+		if lit, ok := x.Escape.(*expression.Literal); ok {
+			return fmt.Sprintf("escape %#v", lit.Value())
+		}
 	case interface{ Operator() string }: // arithmetic operators
 		return x.Operator()
 	}
@@ -468,7 +484,7 @@ func pureExpression(ctx *sql.Context, e sql.Expression, columnOf func(*expressio
 			sb.WriteString("col(" + col + ")")
 			return
 		case *expression.Literal:
-			fmt.Fprintf(&sb, "lit(%s,%T,%#v)", x.Type(ctx).String(), x.Value(), x.Value())
+			fmt.Fprintf(&sb, "lit(%s,%T,%s)", x.Type(ctx).String(), x.Value(), literalText(x.Value()))
 			return
 		case *Predict:
 			name, isLit := x.args[0].(*expression.Literal)
@@ -488,9 +504,16 @@ func pureExpression(ctx *sql.Context, e sql.Expression, columnOf func(*expressio
 			*expression.GreaterThanOrEqual, *expression.LessThanOrEqual,
 			*expression.And, *expression.Or, *expression.Xor, *expression.Not, *expression.IsNull, *expression.IsTrue,
 			*expression.Arithmetic, *expression.Div, *expression.IntDiv, *expression.Mod, *expression.UnaryMinus, *expression.BitOp,
-			*expression.Between, *expression.InTuple, *expression.HashInTuple, *expression.Tuple,
+			*expression.Between, *expression.InTuple, *expression.HashInTuple, expression.Tuple,
 			*expression.Convert, *expression.Case,
 			*function.If, *function.Coalesce, *function.IfNull, *function.NullIf:
+		case *expression.Like:
+			if x.Escape != nil {
+				if _, isLit := x.Escape.(*expression.Literal); !isLit {
+					ok = false
+					return
+				}
+			}
 		default:
 			ok = false
 			return

@@ -520,3 +520,43 @@ func TestLedgerPrivateValidationJob(t *testing.T) {
 	}
 	l.allSpent("val", 120, 2)
 }
+
+// Which expressions share memoised releases: the same expression (whatever its columns are called),
+// and nothing else.
+func TestLedgerExpressionKeys(t *testing.T) {
+	l := newLedgerEngine(t, "")
+	l.fillT("t", 10)
+	l.q("CALL ldp_set_budget('t', 100)")
+	step := 0.0
+	for _, c := range []struct {
+		q   string
+		new bool
+	}{
+		{"SELECT PRIVATE_ACCURACY(z > 0.5, 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(z > 0.5, 1) FROM t", false}, // a decimal literal
+		{"SELECT PRIVATE_ACCURACY(a.z > 0.5, 1) FROM t AS a", false},
+		{"SELECT PRIVATE_ACCURACY(v > 0.5, 1) FROM (SELECT id, z AS v FROM t) AS d", false},
+		{"SELECT PRIVATE_ACCURACY(z > 0.6, 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(z >= 0.6, 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(z IN (1, 2), 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(z IN (1, 3), 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(CAST(z AS CHAR) LIKE '1%', 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(CAST(z AS CHAR) LIKE '1%' ESCAPE '!', 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(CAST(z AS CHAR) LIKE '1%', 1) FROM t", false},
+		{"SELECT PRIVATE_ACCURACY(z * 2 > 4, 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(z + 2 > 4, 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(z & 2 = 2, 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(z | 2 = 2, 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(CASE WHEN z > 2 THEN 1 ELSE 0 END, 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(CASE WHEN z > 2 THEN 1 END, 1) FROM t", true},
+		{"SELECT PRIVATE_ACCURACY(z > 0.5, 1) FROM t", false},
+	} {
+		if _, err := l.as("root", c.q); err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		if c.new {
+			step++
+		}
+		l.allSpent("t", 10, step)
+	}
+}

@@ -33,9 +33,10 @@ import (
 //   - LDP_ENCODE, LDP_ENCODE_JSON, FLIP_LABEL, LDP_LAPLACE: a column, or LDP_VECTOR of columns and
 //     literals;
 //   - PRIVATE_ACCURACY, RR_FREQUENCY (ledger_agg.go): any pure expression of the row (pureExpression:
-//     its columns, literals, comparisons, arithmetic, logic, CASE/IF/COALESCE, CAST, LDP_VECTOR and
-//     PREDICT of a named model), e.g. PRIVATE_ACCURACY(PREDICT('m', f) = y, 1), because only the k-RR
-//     release of its value leaves the row, and each distinct expression is charged as its own release.
+//     its columns, literals, comparisons (IN, BETWEEN, LIKE), arithmetic, logic, CASE/IF/COALESCE,
+//     CAST, LDP_VECTOR and PREDICT of a named model), e.g. PRIVATE_ACCURACY(PREDICT('m', f) = y, 1),
+//     because only the k-RR release of its value leaves the row, and each distinct expression is
+//     charged as its own release.
 //
 // The argument is evaluated with its errors turned into the default input and its warnings dropped, so
 // neither quotes the row. Every other reference — in a SELECT list (SELECT * included), in WHERE,
