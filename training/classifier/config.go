@@ -1,14 +1,12 @@
 package classifier
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
-	"strings"
+
+	"github.com/ldpsql/ldpsql/training/internal/jsonconf"
 )
 
 // Limits on Config values and on model shapes (beyond them training is
@@ -131,8 +129,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// configKeys are the JSON keys ParseConfig accepts.
-const configKeys = "hidden, epochs, batch_size, patience, lr, seed"
+// configSpec words ParseConfig's errors.
+var configSpec = jsonconf.Spec{Name: "classifier config", Noun: "key", Omit: "omit the key for the default"}
 
 // ParseConfig decodes a JSON object such as {"hidden": [50], "epochs": 100,
 // "batch_size": 128, "patience": 5, "lr": 1e-3, "seed": 1}. It starts from
@@ -141,11 +139,6 @@ const configKeys = "hidden, epochs, batch_size, patience, lr, seed"
 // Unknown keys, wrong types, explicit zeros where zero is not allowed,
 // trailing data and out-of-range values are errors naming the key.
 func ParseConfig(raw json.RawMessage) (Config, error) {
-	c := DefaultConfig()
-	s := strings.TrimSpace(string(raw))
-	if s == "" || s == "null" {
-		return c, nil
-	}
 	// Pointer fields tell "absent" from an explicit zero.
 	var p struct {
 		Hidden    *[]int   `json:"hidden"`
@@ -155,46 +148,30 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		LR        *float64 `json:"lr"`
 		Seed      *uint64  `json:"seed"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return Config{}, configJSONError(err)
+	if err := configSpec.Decode(raw, &p); err != nil {
+		return Config{}, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Config{}, errors.New("classifier config: trailing data after the JSON object")
-	}
-	zero := func(key string) error {
-		return fmt.Errorf("classifier config: %s = 0: want a positive value (omit the key for the default)", key)
-	}
+	c := DefaultConfig()
 	if p.Hidden != nil {
 		c.Hidden = *p.Hidden
 		if c.Hidden == nil {
 			c.Hidden = []int{}
 		}
 	}
-	if p.Epochs != nil {
-		if *p.Epochs == 0 {
-			return Config{}, zero("epochs")
+	for _, f := range []struct {
+		dst, v *int
+		key    string
+	}{
+		{&c.Epochs, p.Epochs, "epochs"},
+		{&c.BatchSize, p.BatchSize, "batch_size"},
+		{&c.Patience, p.Patience, "patience"},
+	} {
+		if err := jsonconf.SetNonZero(&configSpec, f.dst, f.v, f.key); err != nil {
+			return Config{}, err
 		}
-		c.Epochs = *p.Epochs
 	}
-	if p.BatchSize != nil {
-		if *p.BatchSize == 0 {
-			return Config{}, zero("batch_size")
-		}
-		c.BatchSize = *p.BatchSize
-	}
-	if p.Patience != nil {
-		if *p.Patience == 0 {
-			return Config{}, zero("patience")
-		}
-		c.Patience = *p.Patience
-	}
-	if p.LR != nil {
-		if *p.LR == 0 {
-			return Config{}, zero("lr")
-		}
-		c.LR = *p.LR
+	if err := jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"); err != nil {
+		return Config{}, err
 	}
 	if p.Seed != nil {
 		c.Seed = *p.Seed
@@ -203,37 +180,4 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		return Config{}, fmt.Errorf("classifier config: %w", err)
 	}
 	return c, nil
-}
-
-// configJSONError rewords encoding/json's errors so they name the key.
-func configJSONError(err error) error {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return fmt.Errorf("classifier config: want a JSON object, got %s", te.Value)
-		}
-		return fmt.Errorf("classifier config: %s: got JSON %s, want %s", te.Field, te.Value, jsonKind(te.Type.Kind().String()))
-	case errors.As(err, &se):
-		return fmt.Errorf("classifier config: invalid JSON at byte %d: %v", se.Offset, err)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return fmt.Errorf("classifier config: unknown key %s (known: %s)",
-			strings.TrimPrefix(err.Error(), "json: unknown field "), configKeys)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return errors.New("classifier config: truncated JSON")
-	}
-	return fmt.Errorf("classifier config: %v", err)
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "int", "int64", "uint64":
-		return "an integer"
-	case "float64":
-		return "a number"
-	case "slice":
-		return "an array of integers"
-	}
-	return k
 }

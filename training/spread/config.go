@@ -1,13 +1,12 @@
 package spread
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"strings"
+
+	"github.com/ldpsql/ldpsql/training/internal/jsonconf"
 )
 
 // Limits on Config values (beyond them training is meaningless or would
@@ -130,6 +129,17 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// configSpec words ParseConfig's errors.
+var configSpec = jsonconf.Spec{
+	Name: "spread config",
+	Noun: "key",
+	Want: map[string]string{
+		"seed":   "a non-negative integer below 2^64",
+		"labels": fmt.Sprintf("a string, %q or %q", LabelsExact, LabelsSampled),
+	},
+	Omit: "leave it out for the default",
+}
+
 // ParseConfig decodes a JSON object of Config fields ({"samples": 8,
 // "iterations": 300, "lr": 0.05, "bins": 32, "seed": 1,
 // "steps_per_iteration": 1, "labels": "exact"}), fills absent fields with
@@ -137,100 +147,48 @@ func (c Config) Validate() error {
 // Unknown keys, wrong types, trailing data, explicit zeros (and "labels": "")
 // and bad values are errors naming the key.
 func ParseConfig(raw json.RawMessage) (Config, error) {
+	// Pointer fields tell "absent" from an explicit zero.
+	var p struct {
+		Samples           *int     `json:"samples"`
+		Iterations        *int     `json:"iterations"`
+		LR                *float64 `json:"lr"`
+		Bins              *int     `json:"bins"`
+		Seed              *uint64  `json:"seed"`
+		StepsPerIteration *int     `json:"steps_per_iteration"`
+		Labels            *string  `json:"labels"`
+	}
+	if err := configSpec.Decode(raw, &p); err != nil {
+		return Config{}, err
+	}
 	var c Config
-	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" {
-		// Pointer fields tell "absent" from an explicit zero.
-		var p struct {
-			Samples           *int     `json:"samples"`
-			Iterations        *int     `json:"iterations"`
-			LR                *float64 `json:"lr"`
-			Bins              *int     `json:"bins"`
-			Seed              *uint64  `json:"seed"`
-			StepsPerIteration *int     `json:"steps_per_iteration"`
-			Labels            *string  `json:"labels"`
+	for _, f := range []struct {
+		dst, v *int
+		key    string
+	}{
+		{&c.Samples, p.Samples, "samples"},
+		{&c.Iterations, p.Iterations, "iterations"},
+		{&c.Bins, p.Bins, "bins"},
+		{&c.StepsPerIteration, p.StepsPerIteration, "steps_per_iteration"},
+	} {
+		if err := jsonconf.SetNonZero(&configSpec, f.dst, f.v, f.key); err != nil {
+			return Config{}, err
 		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Config{}, configJSONError(err)
+	}
+	if err := jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"); err != nil {
+		return Config{}, err
+	}
+	if p.Seed != nil {
+		c.Seed = *p.Seed
+	}
+	if p.Labels != nil {
+		if *p.Labels == "" {
+			return Config{}, configSpec.Errorf("labels = \"\": want %q or %q (leave it out for the default)", LabelsExact, LabelsSampled)
 		}
-		if _, err := dec.Token(); err != io.EOF {
-			return Config{}, errors.New("spread config: trailing data after the JSON object")
-		}
-		setInt := func(dst *int, v *int, name string) error {
-			if v == nil {
-				return nil
-			}
-			if *v == 0 {
-				return fmt.Errorf("spread config: %s = 0: want a positive value (leave it out for the default)", name)
-			}
-			*dst = *v
-			return nil
-		}
-		for _, f := range []struct {
-			dst  *int
-			v    *int
-			name string
-		}{
-			{&c.Samples, p.Samples, "samples"},
-			{&c.Iterations, p.Iterations, "iterations"},
-			{&c.Bins, p.Bins, "bins"},
-			{&c.StepsPerIteration, p.StepsPerIteration, "steps_per_iteration"},
-		} {
-			if err := setInt(f.dst, f.v, f.name); err != nil {
-				return Config{}, err
-			}
-		}
-		if p.LR != nil {
-			if *p.LR == 0 {
-				return Config{}, errors.New("spread config: lr = 0: want a positive value (leave it out for the default)")
-			}
-			c.LR = *p.LR
-		}
-		if p.Seed != nil {
-			c.Seed = *p.Seed
-		}
-		if p.Labels != nil {
-			if *p.Labels == "" {
-				return Config{}, fmt.Errorf("spread config: labels = \"\": want %q or %q (leave it out for the default)", LabelsExact, LabelsSampled)
-			}
-			c.Labels = *p.Labels
-		}
+		c.Labels = *p.Labels
 	}
 	c = c.withDefaults()
 	if err := c.validate(); err != nil {
 		return Config{}, fmt.Errorf("spread config: %w", err)
 	}
 	return c, nil
-}
-
-// configJSONError rewords encoding/json's errors so they name the key.
-func configJSONError(err error) error {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return fmt.Errorf("spread config: want a JSON object, got %s", te.Value)
-		}
-		want := "an integer"
-		if te.Field == "lr" {
-			want = "a number"
-		}
-		if te.Field == "seed" {
-			want = "a non-negative integer below 2^64"
-		}
-		if te.Field == "labels" {
-			want = fmt.Sprintf("a string, %q or %q", LabelsExact, LabelsSampled)
-		}
-		return fmt.Errorf("spread config: %s: got JSON %s, want %s", te.Field, te.Value, want)
-	case errors.As(err, &se):
-		return fmt.Errorf("spread config: invalid JSON at byte %d: %v", se.Offset, err)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return fmt.Errorf("spread config: unknown key %s (known: samples, iterations, lr, bins, seed, steps_per_iteration, labels)",
-			strings.TrimPrefix(err.Error(), "json: unknown field "))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return errors.New("spread config: truncated JSON")
-	}
-	return fmt.Errorf("spread config: %v", err)
 }

@@ -1,14 +1,13 @@
 package vlm
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
-	"strings"
+
+	"github.com/ldpsql/ldpsql/training/internal/jsonconf"
 )
 
 // Likelihoods accepted in Config.Likelihood.
@@ -162,6 +161,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// configSpec words ParseConfig's errors.
+var configSpec = jsonconf.Spec{Name: "vlm config", Noun: "field", Omit: "leave it out for the default"}
+
 // ParseConfig decodes a JSON object of Config fields ({"d": 8, "l": 10,
 // "eps_pretrain": 33, "hidden": [400, 150, 50], "likelihood": "bernoulli",
 // "linear": false, "epochs": 20, "batch_size": 64, "lr": 5e-4, "seed": 1}),
@@ -169,128 +171,65 @@ func (c Config) Validate() error {
 // null mean all defaults. Unknown fields, wrong types, trailing data and bad
 // values are errors naming the field.
 func ParseConfig(raw json.RawMessage) (Config, error) {
+	// Pointer fields tell "absent" from an explicit zero.
+	var p struct {
+		D           *int     `json:"d"`
+		L           *float64 `json:"l"`
+		EpsPretrain *float64 `json:"eps_pretrain"`
+		Hidden      *[]int   `json:"hidden"`
+		Likelihood  *string  `json:"likelihood"`
+		Linear      *bool    `json:"linear"`
+		Epochs      *int     `json:"epochs"`
+		BatchSize   *int     `json:"batch_size"`
+		LR          *float64 `json:"lr"`
+		Seed        *uint64  `json:"seed"`
+	}
+	if err := configSpec.Decode(raw, &p); err != nil {
+		return Config{}, err
+	}
 	var c Config
-	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" {
-		// Pointer fields tell "absent" from an explicit zero.
-		var p struct {
-			D           *int     `json:"d"`
-			L           *float64 `json:"l"`
-			EpsPretrain *float64 `json:"eps_pretrain"`
-			Hidden      *[]int   `json:"hidden"`
-			Likelihood  *string  `json:"likelihood"`
-			Linear      *bool    `json:"linear"`
-			Epochs      *int     `json:"epochs"`
-			BatchSize   *int     `json:"batch_size"`
-			LR          *float64 `json:"lr"`
-			Seed        *uint64  `json:"seed"`
+	if err := jsonconf.SetNonZero(&configSpec, &c.D, p.D, "d"); err != nil {
+		return Config{}, err
+	}
+	if err := jsonconf.SetNonZero(&configSpec, &c.L, p.L, "l"); err != nil {
+		return Config{}, err
+	}
+	if p.EpsPretrain != nil {
+		c.EpsPretrain = *p.EpsPretrain
+	}
+	if p.Linear != nil {
+		c.Linear = *p.Linear
+	}
+	if p.Hidden != nil {
+		if len(*p.Hidden) == 0 && !c.Linear {
+			return Config{}, configSpec.Errorf("hidden = []: give at least one layer size, or set linear")
 		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Config{}, configJSONError(err)
+		if len(*p.Hidden) > 0 && c.Linear {
+			return Config{}, configSpec.Errorf("hidden must be empty or absent when linear is true")
 		}
-		if _, err := dec.Token(); err != io.EOF {
-			return Config{}, errors.New("vlm config: trailing data after the JSON object")
+		c.Hidden = *p.Hidden
+	}
+	if p.Likelihood != nil {
+		if *p.Likelihood == "" {
+			return Config{}, configSpec.Errorf("likelihood = \"\": want %q or %q", Bernoulli, Gaussian)
 		}
-		zero := func(name string) error {
-			return fmt.Errorf("vlm config: %s = 0: want a positive value (leave it out for the default)", name)
-		}
-		if p.D != nil {
-			if *p.D == 0 {
-				return Config{}, zero("d")
-			}
-			c.D = *p.D
-		}
-		if p.L != nil {
-			if *p.L == 0 {
-				return Config{}, zero("l")
-			}
-			c.L = *p.L
-		}
-		if p.EpsPretrain != nil {
-			c.EpsPretrain = *p.EpsPretrain
-		}
-		if p.Linear != nil {
-			c.Linear = *p.Linear
-		}
-		if p.Hidden != nil {
-			if len(*p.Hidden) == 0 && !c.Linear {
-				return Config{}, errors.New("vlm config: hidden = []: give at least one layer size, or set linear")
-			}
-			if len(*p.Hidden) > 0 && c.Linear {
-				return Config{}, errors.New("vlm config: hidden must be empty or absent when linear is true")
-			}
-			c.Hidden = *p.Hidden
-		}
-		if p.Likelihood != nil {
-			if *p.Likelihood == "" {
-				return Config{}, fmt.Errorf("vlm config: likelihood = \"\": want %q or %q", Bernoulli, Gaussian)
-			}
-			c.Likelihood = *p.Likelihood
-		}
-		if p.Epochs != nil {
-			if *p.Epochs == 0 {
-				return Config{}, zero("epochs")
-			}
-			c.Epochs = *p.Epochs
-		}
-		if p.BatchSize != nil {
-			if *p.BatchSize == 0 {
-				return Config{}, zero("batch_size")
-			}
-			c.BatchSize = *p.BatchSize
-		}
-		if p.LR != nil {
-			if *p.LR == 0 {
-				return Config{}, zero("lr")
-			}
-			c.LR = *p.LR
-		}
-		if p.Seed != nil {
-			c.Seed = *p.Seed
-		}
+		c.Likelihood = *p.Likelihood
+	}
+	if err := jsonconf.SetNonZero(&configSpec, &c.Epochs, p.Epochs, "epochs"); err != nil {
+		return Config{}, err
+	}
+	if err := jsonconf.SetNonZero(&configSpec, &c.BatchSize, p.BatchSize, "batch_size"); err != nil {
+		return Config{}, err
+	}
+	if err := jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"); err != nil {
+		return Config{}, err
+	}
+	if p.Seed != nil {
+		c.Seed = *p.Seed
 	}
 	c = c.withDefaults()
 	if err := c.validate(); err != nil {
 		return Config{}, fmt.Errorf("vlm config: %w", err)
 	}
 	return c, nil
-}
-
-// configJSONError rewords encoding/json's errors so they name the field.
-func configJSONError(err error) error {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		field := te.Field
-		if field == "" {
-			return fmt.Errorf("vlm config: want a JSON object, got %s", te.Value)
-		}
-		return fmt.Errorf("vlm config: %s: got JSON %s, want %s", field, te.Value, jsonKind(te.Type.Kind().String()))
-	case errors.As(err, &se):
-		return fmt.Errorf("vlm config: invalid JSON at byte %d: %v", se.Offset, err)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return fmt.Errorf("vlm config: unknown field %s (known: d, l, eps_pretrain, hidden, likelihood, linear, epochs, batch_size, lr, seed)",
-			strings.TrimPrefix(err.Error(), "json: unknown field "))
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return errors.New("vlm config: truncated JSON")
-	}
-	return fmt.Errorf("vlm config: %v", err)
-}
-
-func jsonKind(k string) string {
-	switch k {
-	case "int", "int64", "uint64":
-		return "an integer"
-	case "float64":
-		return "a number"
-	case "string":
-		return "a string"
-	case "bool":
-		return "true or false"
-	case "slice":
-		return "an array of integers"
-	}
-	return k
 }
