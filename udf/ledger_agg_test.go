@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/udf"
 )
 
 // PRIVATE_ACCURACY, RR_FREQUENCY and LDP_LAPLACE on protected tables: charged, memoised, refused over
@@ -558,5 +560,57 @@ func TestLedgerExpressionKeys(t *testing.T) {
 			step++
 		}
 		l.allSpent("t", 10, step)
+	}
+}
+
+// BenchmarkLedgerAccuracy60k measures PRIVATE_ACCURACY over a 60,000-row protected table in process:
+// "unprotected" without a budget, "charged" a fresh release of every row's bit (new ε each time),
+// "memoised" the repeat of one (60,000 memo lookups, no charge).
+//
+//	go test -run '^$' -bench LedgerAccuracy60k -benchtime 3x ./udf/
+func BenchmarkLedgerAccuracy60k(b *testing.B) {
+	const n = 60_000
+	e, err := engine.Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := udf.Install(e, udf.Config{PluginDir: b.TempDir()}); err != nil {
+		b.Fatal(err)
+	}
+	run := func(q string) []sql.Row {
+		_, rows, err := e.Query(e.NewContext(context.Background()), q)
+		if err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+		return rows
+	}
+	for _, t := range []string{"open_t", "t"} {
+		run(fmt.Sprintf("CREATE TABLE %s (id BIGINT PRIMARY KEY, y INT, z INT)", t))
+		if _, err := e.DuckDB.Exec(fmt.Sprintf(`INSERT INTO ldpsql.%s SELECT range, (range %% 2)::INTEGER, (range %% 100)::INTEGER FROM range(%d)`, t, n)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	run("CALL ldp_set_budget('t', 1e9)")
+	eps := 1.0
+	for _, tc := range []struct {
+		name  string
+		query func() string
+	}{
+		{"unprotected", func() string { return "SELECT PRIVATE_ACCURACY(z > 50 AND y = 1, 1) FROM open_t" }},
+		{"charged", func() string {
+			eps += 0.001
+			return fmt.Sprintf("SELECT PRIVATE_ACCURACY(z > 50 AND y = 1, %g) FROM t", eps)
+		}},
+		{"memoised", func() string { return fmt.Sprintf("SELECT PRIVATE_ACCURACY(z > 50 AND y = 1, %g) FROM t", eps) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if rows := run(tc.query()); len(rows) != 1 || rows[0][0] == nil {
+					b.Fatalf("%v", rows)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
 	}
 }
