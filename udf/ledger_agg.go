@@ -45,8 +45,8 @@ import (
 //     applies, and the session settings that evaluation depends on). Validating the same model on the
 //     same rows again costs nothing; another model, or any other expression, is a fresh release.
 //
-// Why not the value alone, as the brief for this feature suggested: an expression's bit is a function
-// of the row that the analyst chooses. Keyed by value alone a unit would have just two memoised
+// Why not the value alone (memoising the evaluated bit, as for a column): an expression's bit is a
+// function of the row that the analyst chooses. Keyed by value alone a unit would have just two memoised
 // releases, r0 and r1, paid for once (2ε); every later expression e — `z > 50`, `z > 25`, … on one unit
 // (WHERE id = 5) — would return r_{e(row)} for free, and whenever r0 ≠ r1 (probability ≥ 1/2) that
 // reveals e(row) exactly: a binary search for z at a total cost of 2ε. Keyed by the expression, each
