@@ -1,15 +1,13 @@
 package vlm
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
+
+	"github.com/ldpsql/ldpsql/training/internal/artifact"
 )
 
 // Artifact layout (all integers little-endian):
@@ -53,67 +51,34 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vlm: encoding the artifact header: %w", err)
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(artifactMagic) + 8 + len(hj) + 4*n + sha256.Size)
-	buf.WriteString(artifactMagic)
-	var u32 [4]byte
-	binary.LittleEndian.PutUint32(u32[:], ArtifactVersion)
-	buf.Write(u32[:])
-	binary.LittleEndian.PutUint32(u32[:], uint32(len(hj)))
-	buf.Write(u32[:])
-	buf.Write(hj)
+	b := artifactFrame.Begin(ArtifactVersion, hj, 4*n)
 	for _, l := range m.layers() {
-		for _, s := range [][]float32{l.w, l.b} {
-			for _, v := range s {
-				binary.LittleEndian.PutUint32(u32[:], math.Float32bits(v))
-				buf.Write(u32[:])
-			}
-		}
+		b = artifact.AppendFloat32s(b, l.w)
+		b = artifact.AppendFloat32s(b, l.b)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	buf.Write(sum[:])
-	return buf.Bytes(), nil
+	return artifact.Seal(b), nil
 }
 
 // ErrBadArtifact is wrapped by every error UnmarshalModel returns.
 var ErrBadArtifact = errors.New("vlm: bad artifact")
 
-func badArtifact(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrBadArtifact, fmt.Sprintf(format, args...))
-}
+// artifactFrame is the artifact's framing: magic, version and checksum.
+var artifactFrame = artifact.Format{Magic: artifactMagic, Name: "VLM artifact", Versions: []uint32{ArtifactVersion}, Err: ErrBadArtifact}
 
 // UnmarshalModel decodes an artifact written by MarshalBinary. It checks the
 // magic, the version, the checksum, the header (unknown fields are errors),
 // the configuration, that the layer shapes match it, the exact length and
 // that every weight is finite.
 func UnmarshalModel(data []byte) (*Model, error) {
-	const fixed = len(artifactMagic) + 8
-	if len(data) < fixed+sha256.Size {
-		return nil, badArtifact("%d bytes is too short", len(data))
-	}
-	if string(data[:len(artifactMagic)]) != artifactMagic {
-		return nil, badArtifact("not a VLM artifact (magic %q)", data[:len(artifactMagic)])
-	}
-	if v := binary.LittleEndian.Uint32(data[len(artifactMagic):]); v != ArtifactVersion {
-		return nil, badArtifact("format version %d, this build reads version %d", v, ArtifactVersion)
-	}
-	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, badArtifact("checksum mismatch (corrupted or truncated)")
-	}
-	hl := int(binary.LittleEndian.Uint32(data[len(artifactMagic)+4:]))
-	if hl > len(body)-fixed {
-		return nil, badArtifact("header length %d exceeds the artifact", hl)
+	fr, err := artifactFrame.Open(data)
+	if err != nil {
+		return nil, err
 	}
 	var h artifactHeader
-	dec := json.NewDecoder(bytes.NewReader(body[fixed : fixed+hl]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
-		return nil, badArtifact("header: %v", err)
+	if err := artifactFrame.DecodeHeader(fr.Header, &h); err != nil {
+		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badArtifact("header: trailing data")
-	}
+	badArtifact := artifactFrame.Errorf
 	if h.Format != artifactFormat {
 		return nil, badArtifact("header format %q, want %q", h.Format, artifactFormat)
 	}
@@ -143,24 +108,15 @@ func UnmarshalModel(data []byte) (*Model, error) {
 	for _, l := range want {
 		n += int64(l[0]+1) * int64(l[1])
 	}
-	payload := body[fixed+hl:]
-	if int64(len(payload)) != 4*n {
-		return nil, badArtifact("%d bytes of weights, want %d", len(payload), 4*n)
+	if int64(len(fr.Payload)) != 4*n {
+		return nil, badArtifact("%d bytes of weights, want %d", len(fr.Payload), 4*n)
 	}
 	m := newModel(cfg, h.InputDim)
 	m.bTrain = h.BTrain
-	ls := m.layers()
-	off := 0
-	for li, l := range ls {
-		for _, s := range [][]float32{l.w, l.b} {
-			for k := range s {
-				v := math.Float32frombits(binary.LittleEndian.Uint32(payload[off:]))
-				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					return nil, badArtifact("layer %d has a non-finite weight", li)
-				}
-				s[k] = v
-				off += 4
-			}
+	r := artifact.NewReader(fr.Payload)
+	for li, l := range m.layers() {
+		if !r.Float32s(l.w) || !r.Float32s(l.b) {
+			return nil, badArtifact("layer %d has a non-finite weight", li)
 		}
 	}
 	return m, nil
