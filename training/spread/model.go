@@ -1,15 +1,13 @@
 package spread
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
+
+	"github.com/ldpsql/ldpsql/training/internal/artifact"
 )
 
 // Model is a trained multinomial logistic-regression classifier,
@@ -125,30 +123,18 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spread: encoding the artifact header: %w", err)
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(artifactMagic) + 8 + len(hj) + 8*(len(m.w)+len(m.b)) + sha256.Size)
-	buf.WriteString(artifactMagic)
-	buf.Write(binary.LittleEndian.AppendUint32(nil, ArtifactVersion))
-	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(hj))))
-	buf.Write(hj)
-	var u64 [8]byte
-	for _, s := range [][]float64{m.w, m.b} {
-		for _, v := range s {
-			binary.LittleEndian.PutUint64(u64[:], math.Float64bits(v))
-			buf.Write(u64[:])
-		}
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	buf.Write(sum[:])
-	return buf.Bytes(), nil
+	b := artifactFrame.Begin(ArtifactVersion, hj, 8*(len(m.w)+len(m.b)))
+	b = artifact.AppendFloat64s(b, m.w)
+	b = artifact.AppendFloat64s(b, m.b)
+	return artifact.Seal(b), nil
 }
 
 // ErrBadArtifact is wrapped by every error UnmarshalModel returns.
 var ErrBadArtifact = errors.New("spread: bad artifact")
 
-func badArtifact(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrBadArtifact, fmt.Sprintf(format, args...))
-}
+// artifactFrame is the artifact's framing: magic, versions and checksum.
+var artifactFrame = artifact.Format{Magic: artifactMagic, Name: "spread model artifact",
+	Versions: []uint32{artifactV1, ArtifactVersion}, Err: ErrBadArtifact}
 
 // UnmarshalModel decodes an artifact written by MarshalBinary (version 2) or
 // by a build before Config.Labels (version 1, whose model's Config reports
@@ -156,34 +142,15 @@ func badArtifact(format string, args ...any) error {
 // version, the checksum, the header (unknown fields are errors), the shapes,
 // the exact length and that every weight is finite.
 func UnmarshalModel(data []byte) (*Model, error) {
-	const fixed = len(artifactMagic) + 8
-	if len(data) < fixed+sha256.Size {
-		return nil, badArtifact("%d bytes is too short", len(data))
-	}
-	if string(data[:len(artifactMagic)]) != artifactMagic {
-		return nil, badArtifact("not a spread model artifact (magic %q)", data[:len(artifactMagic)])
-	}
-	version := binary.LittleEndian.Uint32(data[len(artifactMagic):])
-	if version != ArtifactVersion && version != artifactV1 {
-		return nil, badArtifact("format version %d, this build reads versions %d and %d", version, artifactV1, ArtifactVersion)
-	}
-	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, badArtifact("checksum mismatch (corrupted or truncated)")
-	}
-	hl := uint64(binary.LittleEndian.Uint32(data[len(artifactMagic)+4:]))
-	if hl > uint64(len(body)-fixed) {
-		return nil, badArtifact("header length %d exceeds the artifact", hl)
+	fr, err := artifactFrame.Open(data)
+	if err != nil {
+		return nil, err
 	}
 	var h artifactHeader
-	dec := json.NewDecoder(bytes.NewReader(body[fixed : fixed+int(hl)]))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&h); err != nil {
-		return nil, badArtifact("header: %v", err)
+	if err := artifactFrame.DecodeHeader(fr.Header, &h); err != nil {
+		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badArtifact("header: trailing data")
-	}
+	badArtifact := artifactFrame.Errorf
 	if h.Format != artifactFormat {
 		return nil, badArtifact("header format %q, want %q", h.Format, artifactFormat)
 	}
@@ -193,7 +160,7 @@ func UnmarshalModel(data []byte) (*Model, error) {
 	if h.InputDim < 1 || h.InputDim > MaxInputDim {
 		return nil, badArtifact("input_dim %d, want 1..%d", h.InputDim, MaxInputDim)
 	}
-	switch {
+	switch version := fr.Version; {
 	case version == artifactV1 && h.Config.Labels != "":
 		return nil, badArtifact("config: labels = %q in a version %d artifact (the field is new in version %d)", h.Config.Labels, artifactV1, ArtifactVersion)
 	case version == artifactV1:
@@ -205,21 +172,12 @@ func UnmarshalModel(data []byte) (*Model, error) {
 		return nil, badArtifact("config: %v", err)
 	}
 	nw := int64(h.Classes) * int64(h.InputDim+1)
-	payload := body[fixed+int(hl):]
-	if int64(len(payload)) != 8*nw {
-		return nil, badArtifact("%d bytes of weights, want %d", len(payload), 8*nw)
+	if int64(len(fr.Payload)) != 8*nw {
+		return nil, badArtifact("%d bytes of weights, want %d", len(fr.Payload), 8*nw)
 	}
 	m := &Model{k: h.Classes, d: h.InputDim, w: make([]float64, h.Classes*h.InputDim), b: make([]float64, h.Classes), cfg: h.Config}
-	off := 0
-	for _, s := range [][]float64{m.w, m.b} {
-		for i := range s {
-			v := math.Float64frombits(binary.LittleEndian.Uint64(payload[off:]))
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return nil, badArtifact("non-finite weight at offset %d", off)
-			}
-			s[i] = v
-			off += 8
-		}
+	if r := artifact.NewReader(fr.Payload); !r.Float64s(m.w) || !r.Float64s(m.b) {
+		return nil, badArtifact("non-finite weight at offset %d", r.Offset())
 	}
 	return m, nil
 }
