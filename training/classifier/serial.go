@@ -1,13 +1,12 @@
 package classifier
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/ldpsql/ldpsql/training/internal/artifact"
 )
 
 // Model format (all integers little-endian):
@@ -58,54 +57,32 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 		return nil, fmt.Errorf("classifier: encoding the model header: %w", err)
 	}
 	d := m.InputDim()
-	var buf bytes.Buffer
-	buf.Grow(len(modelMagic) + 8 + len(hj) + 4*(2*d+len(m.nt.params)) + sha256.Size)
-	buf.WriteString(modelMagic)
-	var u32 [4]byte
-	binary.LittleEndian.PutUint32(u32[:], ModelVersion)
-	buf.Write(u32[:])
-	binary.LittleEndian.PutUint32(u32[:], uint32(len(hj)))
-	buf.Write(u32[:])
-	buf.Write(hj)
+	b := modelFrame.Begin(ModelVersion, hj, 4*(2*d+len(m.nt.params)))
 	for _, s := range [][]float32{m.std.mean, m.std.std, m.nt.params} {
-		for _, v := range s {
-			binary.LittleEndian.PutUint32(u32[:], math.Float32bits(v))
-			buf.Write(u32[:])
-		}
+		b = artifact.AppendFloat32s(b, s)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	buf.Write(sum[:])
-	return buf.Bytes(), nil
+	return artifact.Seal(b), nil
 }
 
-func badModel(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrBadModel, fmt.Sprintf(format, a...))
-}
+// modelFrame is the format's framing: magic, version and checksum.
+var modelFrame = artifact.Format{Magic: modelMagic, Name: "classifier model", Versions: []uint32{ModelVersion}, Err: ErrBadModel}
 
 // UnmarshalModel decodes a model written by MarshalBinary. Truncated,
 // corrupted (checksum), foreign or inconsistent input is an error wrapping
 // ErrBadModel; it never panics.
 func UnmarshalModel(b []byte) (*Model, error) {
-	const fixed = len(modelMagic) + 8
-	if len(b) < fixed+sha256.Size {
-		return nil, badModel("%d bytes is too short", len(b))
+	fr, err := modelFrame.Open(b)
+	if err != nil {
+		return nil, err
 	}
-	if string(b[:len(modelMagic)]) != modelMagic {
-		return nil, badModel("not a classifier model (magic %q)", b[:len(modelMagic)])
+	badModel := modelFrame.Errorf
+	if len(fr.Header) > maxHeaderLen {
+		return nil, badModel("header length %d exceeds the data", len(fr.Header))
 	}
-	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
-	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, badModel("checksum mismatch (corrupted or truncated)")
-	}
-	if v := binary.LittleEndian.Uint32(b[8:12]); v != ModelVersion {
-		return nil, badModel("format version %d, this build reads version %d", v, ModelVersion)
-	}
-	hl := binary.LittleEndian.Uint32(b[12:16])
-	if hl > maxHeaderLen || int(hl) > len(body)-fixed {
-		return nil, badModel("header length %d exceeds the data", hl)
-	}
+	// Unlike the other training packages' headers, unknown fields are
+	// ignored here.
 	var h modelHeader
-	if err := json.Unmarshal(body[fixed:fixed+int(hl)], &h); err != nil {
+	if err := json.Unmarshal(fr.Header, &h); err != nil {
 		return nil, badModel("header: %v", err)
 	}
 	if h.Format != modelFormat {
@@ -130,18 +107,13 @@ func UnmarshalModel(b []byte) (*Model, error) {
 	if np < 0 {
 		return nil, badModel("too many parameters")
 	}
-	vals := body[fixed+int(hl):]
 	d := s[0]
-	if want := 4 * (2*d + np); len(vals) != want {
-		return nil, badModel("%d bytes of values, want %d for sizes %v", len(vals), want, s)
+	if want := 4 * (2*d + np); len(fr.Payload) != want {
+		return nil, badModel("%d bytes of values, want %d for sizes %v", len(fr.Payload), want, s)
 	}
 	f := make([]float32, 2*d+np)
-	for i := range f {
-		v := math.Float32frombits(binary.LittleEndian.Uint32(vals[4*i:]))
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return nil, badModel("non-finite value at %d", i)
-		}
-		f[i] = v
+	if r := artifact.NewReader(fr.Payload); !r.Float32s(f) {
+		return nil, badModel("non-finite value at %d", r.Offset()/4)
 	}
 	std := standardiser{mean: f[:d:d], std: f[d : 2*d : 2*d]}
 	for j, v := range std.std {
