@@ -89,8 +89,8 @@ type trainParams struct {
 	EpsC            float64 `json:"eps_c,omitempty"`
 	// PrivateAccuracy is the result, recorded in ldp_models.params.
 	PrivateAccuracy *float64 `json:"private_accuracy,omitempty"`
-	Seed           uint64   `json:"seed"`
-	Replace        bool     `json:"replace,omitempty"`
+	Seed            uint64   `json:"seed"`
+	Replace         bool     `json:"replace,omitempty"`
 	// Training is what the chosen trainer parses (hidden, epochs, lr, ... for mlp; samples, iterations,
 	// ... for em).
 	Training json.RawMessage `json:"training,omitempty"`
