@@ -1,6 +1,7 @@
 package classifier
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -158,19 +159,13 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 			c.Hidden = []int{}
 		}
 	}
-	for _, f := range []struct {
-		dst, v *int
-		key    string
-	}{
-		{&c.Epochs, p.Epochs, "epochs"},
-		{&c.BatchSize, p.BatchSize, "batch_size"},
-		{&c.Patience, p.Patience, "patience"},
-	} {
-		if err := jsonconf.SetNonZero(&configSpec, f.dst, f.v, f.key); err != nil {
-			return Config{}, err
-		}
-	}
-	if err := jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"); err != nil {
+	// Every key is set; the first error wins.
+	if err := cmp.Or(
+		jsonconf.SetNonZero(&configSpec, &c.Epochs, p.Epochs, "epochs"),
+		jsonconf.SetNonZero(&configSpec, &c.BatchSize, p.BatchSize, "batch_size"),
+		jsonconf.SetNonZero(&configSpec, &c.Patience, p.Patience, "patience"),
+		jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"),
+	); err != nil {
 		return Config{}, err
 	}
 	if p.Seed != nil {

@@ -1,6 +1,7 @@
 package spread
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,20 +162,14 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		return Config{}, err
 	}
 	var c Config
-	for _, f := range []struct {
-		dst, v *int
-		key    string
-	}{
-		{&c.Samples, p.Samples, "samples"},
-		{&c.Iterations, p.Iterations, "iterations"},
-		{&c.Bins, p.Bins, "bins"},
-		{&c.StepsPerIteration, p.StepsPerIteration, "steps_per_iteration"},
-	} {
-		if err := jsonconf.SetNonZero(&configSpec, f.dst, f.v, f.key); err != nil {
-			return Config{}, err
-		}
-	}
-	if err := jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"); err != nil {
+	// Every key is set; the first error wins.
+	if err := cmp.Or(
+		jsonconf.SetNonZero(&configSpec, &c.Samples, p.Samples, "samples"),
+		jsonconf.SetNonZero(&configSpec, &c.Iterations, p.Iterations, "iterations"),
+		jsonconf.SetNonZero(&configSpec, &c.Bins, p.Bins, "bins"),
+		jsonconf.SetNonZero(&configSpec, &c.StepsPerIteration, p.StepsPerIteration, "steps_per_iteration"),
+		jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"),
+	); err != nil {
 		return Config{}, err
 	}
 	if p.Seed != nil {

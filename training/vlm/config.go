@@ -1,6 +1,7 @@
 package vlm
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -188,10 +189,11 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		return Config{}, err
 	}
 	var c Config
-	if err := jsonconf.SetNonZero(&configSpec, &c.D, p.D, "d"); err != nil {
-		return Config{}, err
-	}
-	if err := jsonconf.SetNonZero(&configSpec, &c.L, p.L, "l"); err != nil {
+	// Every field in a group is set; the first error wins.
+	if err := cmp.Or(
+		jsonconf.SetNonZero(&configSpec, &c.D, p.D, "d"),
+		jsonconf.SetNonZero(&configSpec, &c.L, p.L, "l"),
+	); err != nil {
 		return Config{}, err
 	}
 	if p.EpsPretrain != nil {
@@ -215,13 +217,11 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		}
 		c.Likelihood = *p.Likelihood
 	}
-	if err := jsonconf.SetNonZero(&configSpec, &c.Epochs, p.Epochs, "epochs"); err != nil {
-		return Config{}, err
-	}
-	if err := jsonconf.SetNonZero(&configSpec, &c.BatchSize, p.BatchSize, "batch_size"); err != nil {
-		return Config{}, err
-	}
-	if err := jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"); err != nil {
+	if err := cmp.Or(
+		jsonconf.SetNonZero(&configSpec, &c.Epochs, p.Epochs, "epochs"),
+		jsonconf.SetNonZero(&configSpec, &c.BatchSize, p.BatchSize, "batch_size"),
+		jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"),
+	); err != nil {
 		return Config{}, err
 	}
 	if p.Seed != nil {
