@@ -229,12 +229,52 @@ func (it *batchIter) start(ctx *sql.Context) {
 			}
 		}
 	}()
-	go func() { // evaluator
+	// Evaluation: up to evalParallelism batches at once, handed out in order. A plugin call then
+	// overlaps with the host's work on another batch (randomising, packing). Statements that charge
+	// the ledger evaluate one batch at a time: their memoised releases must be looked up and recorded
+	// in order.
+	parallel := evalParallelism
+	if collectorFrom(ctx) != nil {
+		parallel = 1
+	}
+	futures := make(chan chan batchResult, parallel-1)
+	go func() { // evaluator: starts each batch's evaluation, in order
+		defer it.wg.Done()
+		defer close(futures)
+		for b := range reads {
+			f := make(chan batchResult, 1)
+			select {
+			case futures <- f:
+			case <-it.done:
+				return
+			}
+			if b.err != nil {
+				f <- b
+				return
+			}
+			if parallel == 1 {
+				b.rows, b.err = it.eval(ctx, b.rows)
+				f <- b
+				continue
+			}
+			it.wg.Add(1)
+			go func(b batchResult) {
+				defer it.wg.Done()
+				b.rows, b.err = it.eval(ctx, b.rows)
+				f <- b
+			}(b)
+		}
+	}()
+	it.wg.Add(1)
+	go func() { // collector: passes the results on in the order of the batches
 		defer it.wg.Done()
 		defer close(it.results)
-		for b := range reads {
-			if b.err == nil {
-				b.rows, b.err = it.eval(ctx, b.rows)
+		for f := range futures {
+			var b batchResult
+			select {
+			case b = <-f:
+			case <-it.done:
+				return
 			}
 			select {
 			case it.results <- b:
@@ -247,6 +287,9 @@ func (it *batchIter) start(ctx *sql.Context) {
 		}
 	}()
 }
+
+// evalParallelism is how many batches are evaluated at once outside the ledger.
+const evalParallelism = 2
 
 func (it *batchIter) Next(ctx *sql.Context) (sql.Row, error) {
 	it.once.Do(func() { it.start(ctx) })
