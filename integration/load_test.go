@@ -95,6 +95,9 @@ func TestLoadLDPEncode(t *testing.T) {
 	fillAux(t, db, "aux", 2000)
 	mustExec(t, db, `CALL ldp_fit_mechanism('pca_load', 'pca', 'aux', 'f', '{"d": 4, "l": 5}')`)
 	mustExec(t, db, "SELECT LDP_ENCODE(f, 2.0, 'pca_load') FROM aux WHERE id = 1")
+	// Half the clients release from a protected table (memoise mode), through the ledger.
+	fillAux(t, db, "paux", 2000)
+	mustExec(t, db, "CALL ldp_set_budget('paux', 1000000)")
 
 	time.Sleep(time.Second)
 	g0 := goroutines(t, debug)
@@ -120,14 +123,18 @@ func TestLoadLDPEncode(t *testing.T) {
 			defer conn.Close()
 			rng := rand.New(rand.NewSource(int64(c)))
 			var mine []time.Duration
+			table := "aux"
+			if c%2 == 1 {
+				table = "paux"
+			}
 			for time.Now().Before(stop) {
 				var q string
 				var args []any
 				if rng.Intn(4) == 0 { // a batch of rows through the batching path
 					lo := rng.Intn(1900)
-					q, args = "SELECT LDP_ENCODE(f, 2.0, 'pca_load') FROM aux WHERE id BETWEEN ? AND ?", []any{lo, lo + 99}
+					q, args = "SELECT LDP_ENCODE(f, 2.0, 'pca_load') FROM "+table+" WHERE id BETWEEN ? AND ?", []any{lo, lo + 99}
 				} else { // one row
-					q, args = "SELECT LDP_ENCODE_JSON(f, 1.5, 'pca_load', 'duchi') FROM aux WHERE id = ?", []any{rng.Intn(2000)}
+					q, args = "SELECT LDP_ENCODE_JSON(f, 1.5, 'pca_load', 'duchi') FROM "+table+" WHERE id = ?", []any{rng.Intn(2000)}
 				}
 				start := time.Now()
 				rows, err := conn.QueryContext(t.Context(), q, args...)
@@ -170,6 +177,16 @@ func TestLoadLDPEncode(t *testing.T) {
 	t.Logf("%d clients, %s: %d queries (%.0f/s), %d errors; latency p50 %s, p99 %s, max %s",
 		*loadClients, *loadDuration, len(latencies), float64(len(latencies))/loadDuration.Seconds(), len(errs),
 		q(0.50).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), latencies[len(latencies)-1].Round(time.Millisecond))
+
+	var units int
+	var spent float64
+	if err := db.QueryRow("SELECT COUNT(*), SUM(spent) FROM ldpsql_catalog.ldp_budget_units").Scan(&units, &spent); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ledger: %d units of paux charged, %.1f ε in all (memoised repeats are free)", units, spent)
+	if units == 0 || units > 2000 || spent > float64(units)*3.5+1e-9 {
+		t.Errorf("ledger after the load: %d units, %.1f ε spent; want at most 2,000 units and 2 + 1.5 ε each", units, spent)
+	}
 
 	// Close the clients' connections, let the server wind down, and compare.
 	db.Close()
