@@ -2,7 +2,6 @@ package udf
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -139,16 +138,9 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 	lastLog := time.Now()
 	for done := false; !done; {
 		var batch []sql.Row
-		for len(batch) < BatchSize {
-			r, err := iter.Next(ctx)
-			if err == io.EOF {
-				done = true
-				break
-			}
-			if err != nil {
-				return fail(fmt.Errorf("%s: reading the source: %w", fn, err))
-			}
-			batch = append(batch, r)
+		var err error
+		if batch, done, err = nextBatch(ctx, iter); err != nil {
+			return fail(fmt.Errorf("%s: reading the source: %w", fn, err))
 		}
 		if len(batch) == 0 {
 			break

@@ -450,16 +450,9 @@ func (p *procedures) privatizeRows(ctx *sql.Context, fn, srcDB, srcName string, 
 	lastLog := time.Now()
 	for done := false; !done; {
 		var batch []sql.Row
-		for len(batch) < BatchSize {
-			r, err := iter.Next(ctx)
-			if err == io.EOF {
-				done = true
-				break
-			}
-			if err != nil {
-				return fail(fmt.Errorf("%s: reading the source: %w", fn, err))
-			}
-			batch = append(batch, r)
+		var err error
+		if batch, done, err = nextBatch(ctx, iter); err != nil {
+			return fail(fmt.Errorf("%s: reading the source: %w", fn, err))
 		}
 		if len(batch) == 0 {
 			break
@@ -570,4 +563,19 @@ func splitTable(ctx *sql.Context, t string) (db, name string) {
 
 func sqlString(s string) string {
 	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+}
+
+// nextBatch reads up to BatchSize rows from iter; done says it is exhausted.
+func nextBatch(ctx *sql.Context, iter sql.RowIter) (batch []sql.Row, done bool, err error) {
+	for len(batch) < BatchSize {
+		r, err := iter.Next(ctx)
+		if err == io.EOF {
+			return batch, true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		batch = append(batch, r)
+	}
+	return batch, false, nil
 }
