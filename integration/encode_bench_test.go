@@ -15,15 +15,15 @@ import (
 	"github.com/ldpsql/ldpsql/udf"
 )
 
+// privatizeRuns numbers the benchmark's ldp_privatize destinations.
+var privatizeRuns int
+
 // BenchmarkLDPEncodePCA60k compares the release of 60,000 rows of 784 features through SQL
-// (SELECT LDP_ENCODE(f, 1, 'pca8') FROM t: GMS, DuckDB, the pca plugin process over gRPC in batches of
+// (SELECT LDP_ENCODE(f, 1, 'pca8') FROM t: GMS, DuckDB, the pca plugin process (shared memory, gRPC control) in batches of
 // 4,096, the host randomiser) with the same encoding and randomisation in process (pcaenc.Model.Encode
 // and the same randomiser, no SQL, no plugin process). Target: SQL ≥ 50% of in-process throughput.
 //
 //	go test -run '^$' -bench LDPEncodePCA60k -benchtime 3x ./integration/
-// privatizeRuns numbers the benchmark's ldp_privatize destinations.
-var privatizeRuns int
-
 func BenchmarkLDPEncodePCA60k(b *testing.B) {
 	const n, dim = 60_000, 784
 	rng := rand.New(rand.NewSource(1))
