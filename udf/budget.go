@@ -122,15 +122,8 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 		return 0, fmt.Errorf("%s: reading the source: %w", fn, err)
 	}
 	defer iter.Close(ctx)
-	tmp, err := p.table(ctx, dstDB, tmpName)
+	ins, fail, err := p.openDestination(ctx, dstDB, tmpName)
 	if err != nil {
-		return 0, err
-	}
-	ins := tmp.(sql.InsertableTable).Inserter(ctx)
-	ins.StatementBegin(ctx)
-	fail := func(err error) (int64, error) {
-		_ = ins.DiscardChanges(ctx, err)
-		_ = ins.Close(ctx)
 		return 0, err
 	}
 	c := newCollector(p.e.Ledger, user(ctx))

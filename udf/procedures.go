@@ -434,15 +434,8 @@ func (p *procedures) privatizeRows(ctx *sql.Context, fn, srcDB, srcName string, 
 		return 0, fmt.Errorf("%s: reading the source: %w", fn, err)
 	}
 	defer iter.Close(ctx)
-	tmp, err := p.table(ctx, dstDB, tmpName)
+	ins, fail, err := p.openDestination(ctx, dstDB, tmpName)
 	if err != nil {
-		return 0, err
-	}
-	ins := tmp.(sql.InsertableTable).Inserter(ctx)
-	ins.StatementBegin(ctx)
-	fail := func(err error) (int64, error) {
-		_ = ins.DiscardChanges(ctx, err)
-		_ = ins.Close(ctx)
 		return 0, err
 	}
 	src := mechanisms.CryptoSource()
@@ -578,4 +571,20 @@ func nextBatch(ctx *sql.Context, iter sql.RowIter) (batch []sql.Row, done bool, 
 		batch = append(batch, r)
 	}
 	return batch, false, nil
+}
+
+// openDestination starts one insert statement into ldp_privatize's temporary destination; fail discards
+// everything inserted and returns err.
+func (p *procedures) openDestination(ctx *sql.Context, db, name string) (ins sql.RowInserter, fail func(error) (int64, error), err error) {
+	tmp, err := p.table(ctx, db, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	ins = tmp.(sql.InsertableTable).Inserter(ctx)
+	ins.StatementBegin(ctx)
+	return ins, func(err error) (int64, error) {
+		_ = ins.DiscardChanges(ctx, err)
+		_ = ins.Close(ctx)
+		return 0, err
+	}, nil
 }
