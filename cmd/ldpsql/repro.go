@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -131,7 +132,7 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	sort.Float64s(cfg.eps)
 	for _, m := range strings.Split(*mechList, ",") {
 		m = strings.TrimSpace(m)
-		if !contains(reproMechanisms, m) {
+		if !slices.Contains(reproMechanisms, m) {
 			return fmt.Errorf("--mechanisms: unknown %q (choose from %s)", m, strings.Join(reproMechanisms, ", "))
 		}
 		cfg.mechs = append(cfg.mechs, m)
@@ -168,15 +169,6 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	found := false
 	fs.Visit(func(f *flag.Flag) { found = found || f.Name == name })
 	return found
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // reproResults holds test accuracies: mechanism → ε (as formatted by epsName) → one value per trial.
@@ -406,7 +398,9 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 	return nil
 }
 
-func needsBox(mechs []string) bool { return contains(mechs, "laplace") || contains(mechs, "duchi") }
+func needsBox(mechs []string) bool {
+	return slices.Contains(mechs, "laplace") || slices.Contains(mechs, "duchi")
+}
 
 func toFloat64(v any) (float64, error) {
 	switch x := v.(type) {
