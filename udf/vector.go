@@ -42,10 +42,21 @@ func UnpackVector(b []byte) ([]float32, error) {
 	return v, nil
 }
 
+// viewVector reads a packed vector without copying where it can: on a little-endian host, with b
+// 4-byte aligned (as Go allocates it), the result shares b's memory and must not be modified. LDP_ENCODE
+// over a table reads 3 KB per row of 784 features; a copy per row was a tenth of its host time.
+func viewVector(b []byte) ([]float32, error) {
+	if len(b)%4 != 0 || !littleEndianHost || len(b) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%4 != 0 {
+		return UnpackVector(b)
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4), nil
+}
+
 // littleEndianHost says whether this machine stores numbers little-endian, as packed vectors are.
 var littleEndianHost = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// toVector reads a features argument: a packed float32 BLOB or a JSON array of numbers.
+// toVector reads a features argument: a packed float32 BLOB or a JSON array of numbers. The result may
+// share the BLOB's memory (viewVector): callers read it and never write to it.
 func toVector(ctx *sql.Context, fn, arg string, v any) ([]float32, error) {
 	v, err := sql.UnwrapAny(ctx, v)
 	if err != nil {
@@ -53,7 +64,7 @@ func toVector(ctx *sql.Context, fn, arg string, v any) ([]float32, error) {
 	}
 	switch x := v.(type) {
 	case []byte:
-		vec, err := UnpackVector(x)
+		vec, err := viewVector(x)
 		if err != nil {
 			return nil, argError(fn, arg, fmt.Sprintf("BLOB of %d bytes", len(x)), err.Error())
 		}
@@ -88,12 +99,42 @@ func parseJSONVector(fn, arg, s string) ([]float32, error) {
 
 // checkFinite rejects NaN and ±Inf coordinates, naming the first.
 func checkFinite(fn, arg string, v []float32) error {
+	if allFinite(v) {
+		return nil
+	}
 	for i, x := range v {
 		if math.Float32bits(x)&0x7f800000 == 0x7f800000 { // all exponent bits set: ±Inf or NaN
 			return fmt.Errorf("%s: argument %s has a non-finite value %v at index %d", fn, arg, x, i)
 		}
 	}
 	return nil
+}
+
+// allFinite says whether no value of v is NaN or ±Inf. A value is non-finite when its 8 exponent bits
+// are all set; adding 1 to the exponent field then carries into the sign bit. Done on two float32s per
+// 64-bit word (the field of the low one cannot carry into the high one: it stops at bit 31), OR-ed over
+// the whole vector, this is several times faster than a test per value, and LDP_ENCODE checks every
+// value of every row it reads.
+func allFinite(v []float32) bool {
+	const (
+		exponents = 0x7f800000_7f800000
+		ones      = 0x00800000_00800000
+		signs     = 0x80000000_80000000
+	)
+	n := len(v) &^ 1
+	var acc uint64
+	if n > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(v)))%8 == 0 {
+		words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(v))), n/2)
+		for _, w := range words {
+			acc |= (w&exponents + ones) & signs
+		}
+	} else {
+		n = 0
+	}
+	for _, x := range v[n:] {
+		acc |= uint64((math.Float32bits(x)&0x7f800000 + 0x00800000) & 0x80000000)
+	}
+	return acc == 0
 }
 
 // formatJSONVector renders a vector as a JSON array.
