@@ -2,6 +2,7 @@ package mechanisms
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -40,6 +41,37 @@ func BenchmarkNewPrivUnit(b *testing.B) {
 		privUnitCache.Unlock()
 		if _, err := NewPrivUnit(box, 4); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCryptoSources times 10⁵ words from the shared CryptoSource and from a NewCryptoSource, on
+// one goroutine and on two at once (as two batches of releases are randomised).
+//
+//	go test -run '^$' -bench CryptoSources ./mechanisms/
+func BenchmarkCryptoSources(b *testing.B) {
+	const words = 100_000
+	for _, tc := range []struct {
+		name string
+		src  func() Source
+	}{{"shared", CryptoSource}, {"local", NewCryptoSource}} {
+		for _, goroutines := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", tc.name, goroutines), func(b *testing.B) {
+				for b.Loop() {
+					var wg sync.WaitGroup
+					for range goroutines {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							src := tc.src()
+							for range words {
+								src.Uint64()
+							}
+						}()
+					}
+					wg.Wait()
+				}
+			})
 		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 //
 // Every random choice in this package is derived from a Source and nothing
 // else, so the distributions are exact functions of uniform bits. Production
-// code passes [CryptoSource]; tests pass [NewSeededSource].
+// code passes [CryptoSource] or, in a loop on one goroutine, [NewCryptoSource];
+// tests pass [NewSeededSource].
 type Source interface {
 	Uint64() uint64
 }
@@ -24,12 +25,53 @@ const cryptoBufSize = 64 << 10
 
 // cryptoSource is a mutex-guarded buffer of bytes from crypto/rand.
 type cryptoSource struct {
-	mu  sync.Mutex
-	off int // next unread byte of buf; len(buf) means empty
-	buf [cryptoBufSize]byte
+	mu sync.Mutex
+	cryptoBuffer
 }
 
-var theCryptoSource = &cryptoSource{off: cryptoBufSize}
+var theCryptoSource = &cryptoSource{cryptoBuffer: newCryptoBuffer(cryptoBufSize)}
+
+// cryptoBuffer hands out the words of a buffer of bytes from crypto/rand, wiping each as it goes, and
+// refills the buffer when it is spent.
+type cryptoBuffer struct {
+	off int // next unread byte of buf; len(buf) means empty
+	buf []byte
+}
+
+func newCryptoBuffer(size int) cryptoBuffer { return cryptoBuffer{off: size, buf: make([]byte, size)} }
+
+func (c *cryptoBuffer) next() uint64 {
+	buf := c.buf
+	if c.off > len(buf)-8 {
+		// Documented never to return an error; it crashes the program
+		// irrecoverably instead, which is what we want.
+		_, _ = cryptorand.Read(buf)
+		c.off = 0
+	}
+	w := buf[c.off : c.off+8 : c.off+8]
+	v := binary.LittleEndian.Uint64(w)
+	binary.LittleEndian.PutUint64(w, 0)
+	c.off += 8
+	return v
+}
+
+// localCryptoBufSize is the buffer of a [NewCryptoSource]: a batch of releases draws many times this.
+const localCryptoBufSize = 4 << 10
+
+// localCryptoSource is a buffer of bytes from crypto/rand owned by one goroutine.
+type localCryptoSource struct{ cryptoBuffer }
+
+func (c *localCryptoSource) Uint64() uint64 { return c.next() }
+
+// NewCryptoSource returns a cryptographically secure [Source] for one goroutine: words from crypto/rand
+// through a 4 KiB buffer of its own, wiped as they are handed out, like [CryptoSource] but without its
+// lock. Code that draws many words in a loop (a batch of releases) takes one: with several batches
+// randomised at once, the shared source's lock cost more than the draws themselves. It is not safe for
+// concurrent use. Words left in the buffer when it is dropped were never handed out, so they reveal no
+// noise.
+func NewCryptoSource() Source {
+	return &localCryptoSource{newCryptoBuffer(localCryptoBufSize)}
+}
 
 // CryptoSource returns the process-wide cryptographically secure [Source].
 //
@@ -46,16 +88,7 @@ func CryptoSource() Source { return theCryptoSource }
 
 func (c *cryptoSource) Uint64() uint64 {
 	c.mu.Lock()
-	if c.off > len(c.buf)-8 {
-		// Documented never to return an error; it crashes the program
-		// irrecoverably instead, which is what we want.
-		_, _ = cryptorand.Read(c.buf[:])
-		c.off = 0
-	}
-	w := c.buf[c.off : c.off+8 : c.off+8]
-	v := binary.LittleEndian.Uint64(w)
-	binary.LittleEndian.PutUint64(w, 0)
-	c.off += 8
+	v := c.next()
 	c.mu.Unlock()
 	return v
 }

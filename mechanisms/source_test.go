@@ -15,8 +15,12 @@ import (
 // (8 Mi bytes, 2²⁰ trials per bit) a bias of 0.4% in a bit, or a byte
 // distribution off by a comparable amount, would fail.
 func TestCryptoSourceUniform(t *testing.T) {
+	t.Run("shared", func(t *testing.T) { testUniformWords(t, CryptoSource()) })
+	t.Run("local", func(t *testing.T) { testUniformWords(t, NewCryptoSource()) })
+}
+
+func testUniformWords(t *testing.T, src Source) {
 	const n = 1 << 20
-	src := CryptoSource()
 	var byteCounts [256]int64
 	var bitCounts [64]int64
 	for range n {
@@ -270,4 +274,31 @@ func BenchmarkSeededSourceUint64(b *testing.B) {
 		x ^= src.Uint64()
 	}
 	_ = x
+}
+
+// TestLocalCryptoSourceWipes: as TestCryptoSourceWipes, for a NewCryptoSource, across a refill of its
+// buffer.
+func TestLocalCryptoSourceWipes(t *testing.T) {
+	local := NewCryptoSource().(*localCryptoSource)
+	for i := 0; i < localCryptoBufSize/8+5; i++ { // one refill, then 5 words of the second buffer
+		local.Uint64()
+	}
+	if local.off != 40 {
+		t.Fatalf("offset %d after 5 words of a fresh buffer", local.off)
+	}
+	for i, b := range local.buf[:local.off] {
+		if b != 0 {
+			t.Fatalf("byte %d of a handed-out word is %#x, not wiped", i, b)
+		}
+	}
+	nonzero := 0
+	for _, b := range local.buf[local.off:] {
+		if b != 0 {
+			nonzero++
+		}
+	}
+	// 4,056 random bytes: all but about 16 are nonzero.
+	if nonzero < 3900 {
+		t.Fatalf("only %d of the unread bytes are nonzero: the buffer was not filled", nonzero)
+	}
 }

@@ -815,7 +815,7 @@ func (r *ledgerRelease) evalLaplace(ctx *sql.Context, c *collector, b engine.Bud
 			in = binary.LittleEndian.AppendUint64(in, math.Float64bits(g.key.hi))
 			digests[k] = engine.InputDigest(in, "laplace", "laplace", g.key.eps, 0)
 		}
-		src := mechanisms.CryptoSource()
+		src := mechanisms.NewCryptoSource()
 		rels, err := c.releaseKeyed(ctx, b, fn, "laplace", "laplace", g.key.eps, g.units, digests, false, func(k int) ([]byte, error) {
 			y, err := g.key.mech.AddNoiseScalar(g.xs[k], src)
 			if err != nil {
@@ -1042,7 +1042,7 @@ func (c *collector) releaseLabelsKeyed(ctx context.Context, b engine.Budget, fn 
 		}
 		digests[i] = engine.InputDigest(in, k.mechanism("k-rr"), "k-rr", krr.Epsilon(), krr.K())
 	}
-	src := mechanisms.CryptoSource()
+	src := mechanisms.NewCryptoSource()
 	rels, err := c.releaseKeyed(ctx, b, fn, "k-rr", "k-rr", krr.Epsilon(), units, digests, k.noMemo, func(i int) ([]byte, error) {
 		var out int
 		if ys[i] < 0 {

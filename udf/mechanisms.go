@@ -169,7 +169,7 @@ func (r *resolvedMechanism) privatise(ctx context.Context, rows [][]float32, ran
 	if err != nil {
 		return nil, err
 	}
-	src := mechanisms.CryptoSource()
+	src := mechanisms.NewCryptoSource() // one per batch: batches are randomised concurrently
 	out := make([][]float64, len(enc))
 	x := make([]float64, r.desc.OutputDim)
 	var faulty int

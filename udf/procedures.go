@@ -438,7 +438,7 @@ func (p *procedures) privatizeRows(ctx *sql.Context, fn, srcDB, srcName string, 
 	if err != nil {
 		return 0, err
 	}
-	src := mechanisms.CryptoSource()
+	src := mechanisms.NewCryptoSource()
 	var n int64
 	lastLog := time.Now()
 	for done := false; !done; {
