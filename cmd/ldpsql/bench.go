@@ -188,8 +188,9 @@ func benchEncode(e *engine.Engine, w io.Writer, n, repeat int) error {
 		return err
 	}
 	inProcess, err := best(repeat, func() (int, error) {
-		x, src, count := make([]float64, 8), mechanisms.CryptoSource(), 0
+		x, count := make([]float64, 8), 0
 		for start := 0; start < n; start += udf.BatchSize {
+			src := mechanisms.NewCryptoSource() // as the host does, one per batch
 			enc, err := model.Encode(rows[start:min(start+udf.BatchSize, n)])
 			if err != nil {
 				return 0, err
