@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/types"
@@ -37,6 +38,8 @@ type tableDef struct {
 	countMu  sync.Mutex
 	rowCount int64  // cached row count, -1 when unknown
 	writeGen uint64 // incremented after every committed write, so a count read concurrently is not cached
+
+	lastScan atomic.Int64 // rows the last full scan returned (0 before the first): chooses how to scan
 }
 
 func newTableDef(name string, schema sql.PrimaryKeySchema, comment string) *tableDef {
