@@ -162,15 +162,23 @@ func (e *tableEditor) Insert(ctx *sql.Context, row sql.Row) error {
 	return e.t.noteInserted(ctx, row)
 }
 
-// keyPredicate matches one row by its key columns. Without a primary key every column is the key and
-// the match is limited to one physical row (rowid), so deleting one of two equal rows deletes one.
+// keyPredicate matches one row by its key columns. Primary-key columns are never NULL and are compared
+// with =, which DuckDB answers from the key's index; IS NOT DISTINCT FROM, needed for nullable columns,
+// makes it scan the table for every row an UPDATE or DELETE touches. Without a primary key every column
+// is the key and the match is limited to one physical row (rowid), so deleting one of two equal rows
+// deletes one.
 func (e *tableEditor) keyPredicate() string {
+	hasPK := len(e.t.def.schema.PkOrdinals) > 0
 	var conds []string
 	for _, i := range e.keyCols {
-		conds = append(conds, quoteIdent(e.t.def.schema.Schema[i].Name)+" IS NOT DISTINCT FROM ?")
+		op := " IS NOT DISTINCT FROM ?"
+		if hasPK {
+			op = " = ?"
+		}
+		conds = append(conds, quoteIdent(e.t.def.schema.Schema[i].Name)+op)
 	}
 	where := strings.Join(conds, " AND ")
-	if len(e.t.def.schema.PkOrdinals) > 0 {
+	if hasPK {
 		return where
 	}
 	return fmt.Sprintf("rowid = (SELECT rowid FROM %s WHERE %s LIMIT 1)", e.t.qualified(), where)
