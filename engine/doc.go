@@ -8,6 +8,10 @@
 // default and auto-increment flag of every column are kept in the DuckDB column comment, so the schema a
 // client sees survives a restart exactly.
 //
+// A scan reads the projected columns only. Because duckdb-go materialises a query's whole result
+// before its first row, a large table is read in ranges of row ids inside one read transaction
+// (table.go, rangeScan): the first rows come at once and every range sees the same snapshot.
+//
 // Every statement is atomic: a table editor writes into one DuckDB transaction that commits when GMS
 // reports the statement complete and rolls back when it reports an error. Multi-statement transactions
 // (BEGIN … COMMIT) are not supported yet: each statement commits on its own.

@@ -17,7 +17,8 @@
 //     (PrivUnit₂ + ScalarDP, Bhowmick et al. 2019);
 //   - [WarnerEstimate] and [WarnerStdErr] debias frequencies of
 //     randomised-response reports;
-//   - [Source], [CryptoSource] and [NewSeededSource] supply the uniform bits.
+//   - [Source], [CryptoSource], [NewCryptoSource] and [NewSeededSource] supply
+//     the uniform bits.
 //
 // The package is pure math: no SQL, no I/O other than crypto/rand, and no
 // imports from the rest of ldpsql (its one third-party import is gonum's
@@ -46,7 +47,8 @@
 //
 // # Randomness
 //
-// Production code must pass [CryptoSource]. [NewSeededSource] exists only so
+// Production code must pass [CryptoSource], or a [NewCryptoSource] of its own
+// for a loop of draws on one goroutine. [NewSeededSource] exists only so
 // that tests are reproducible; its output is predictable and gives no privacy.
 package mechanisms
 
