@@ -144,6 +144,19 @@ func TestRangeScanSeesOneSnapshot(t *testing.T) {
 	if got := len(scanIDs(t, e, "SELECT id FROM t")); got != 38002 {
 		t.Fatalf("INSERT … SELECT from the same table left %d rows, want 38002", got)
 	}
+	// UPDATE and DELETE with a predicate no index serves read the table they write through a rangeScan.
+	match := "v LIKE 'value 1__'" // ids 100..199 and their copies
+	if got := mustQuery(t, e, "SELECT count(*) FROM t WHERE "+match); fmt.Sprint(got[0][0]) != "200" {
+		t.Fatalf("%v rows match %s, want 200", got[0][0], match)
+	}
+	mustQuery(t, e, "UPDATE t SET v = 'updated' WHERE "+match)
+	if got := mustQuery(t, e, "SELECT count(*) FROM t WHERE v = 'updated'"); fmt.Sprint(got[0][0]) != "200" {
+		t.Fatalf("UPDATE changed %v rows, want 200", got[0][0])
+	}
+	mustQuery(t, e, "DELETE FROM t WHERE v = 'updated'")
+	if got := len(scanIDs(t, e, "SELECT id FROM t")); got != 37802 {
+		t.Fatalf("DELETE left %d rows, want 37802", got)
+	}
 }
 
 // TestRangeScanReleasesItsConnection: a scan closed half way, or ended by a cancelled context, gives
