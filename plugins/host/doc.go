@@ -23,6 +23,9 @@
 //   - report a process that exits mid-call as [ErrCrashed], with the end of
 //     its stderr. A call is never retried: the next call restarts the process.
 //
+// Plugins get finite inputs only: Encode and Decode refuse a row holding NaN or
+// ±Inf ([ErrNonFiniteInput]) before anything is sent.
+//
 // Nothing a plugin returns is trusted beyond its shape. The host checks
 // descriptions (protocol version, dimensions, a finite output set), the
 // number of rows and columns of every result, and returns the values as they

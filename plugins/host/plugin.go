@@ -82,13 +82,23 @@ func (p *Plugin) transform(ctx context.Context, op string, rows [][]float32, inC
 	results := make([][][]float32, nchunks)
 	errs := make([]error, nchunks)
 	do := func(c int) {
-		chunk := rows[c*step : min((c+1)*step, len(rows))]
+		first := c * step
+		chunk := rows[first:min(first+step, len(rows))]
 		var (
-			res    *ldpv1.Matrix // over gRPC
-			shared [][]float32   // through shared memory, copied out
-			viaShm bool
-			bad    error // a shared-memory answer that does not fit the request
+			res      *ldpv1.Matrix // over gRPC
+			shared   [][]float32   // through shared memory, copied out
+			viaShm   bool
+			bad      error // a shared-memory answer that does not fit the request
+			inputErr error // a non-finite input value: nothing was sent
 		)
+		// Plugins get finite values only. Through shared memory each row is checked as it is copied
+		// into the region, while it is in cache; over gRPC, before the codec packs the chunk.
+		checkRow := func(i int, row []float32) error {
+			if j := FirstNonFinite(row); j >= 0 {
+				inputErr = &NonFiniteInputError{Row: first + i, Index: j, Value: row[j]}
+			}
+			return inputErr
+		}
 		err := p.call(ctx, op, p.spec.CallTimeout, func(ctx context.Context, c *pluginConn) (err error) {
 			if c.shm != nil {
 				need := shm.AlignUp(4*uint64(len(chunk))*uint64(inCols)) + 4*uint64(len(chunk))*uint64(outCols)
@@ -98,14 +108,23 @@ func (p *Plugin) transform(ctx context.Context, op string, rows [][]float32, inC
 				}
 				if r != nil {
 					viaShm = true
-					shared, bad, err = c.shm.shared(ctx, op == "Decode", r, chunk, inCols, outCols)
+					shared, bad, err = c.shm.shared(ctx, op == "Decode", r, chunk, inCols, outCols, checkRow)
+					if inputErr != nil {
+						return nil // the plugin is not at fault; reported below
+					}
 					return err
 				}
+			}
+			if inputErr = checkRowsFinite(chunk, first); inputErr != nil {
+				return nil
 			}
 			res, err = rpc(c, ctx, chunk, inCols) // the codec packs chunk into the request
 			return err
 		})
 		switch {
+		case inputErr != nil:
+			errs[c] = fmt.Errorf("host: plugin %q: %s: %w", p.spec.Name, op, inputErr)
+			return
 		case err != nil:
 			errs[c] = err
 			return

@@ -219,10 +219,11 @@ func (p *shmPool) inUse() int {
 
 // shared sends rows (cols values each) through region r with EncodeShared or
 // DecodeShared and returns the result, outCols values per row, copied out of
-// the region. bad is set when the plugin answered with something that does
-// not fit the request; err when the RPC failed. Either way r is discarded;
-// otherwise it is returned to the pool.
-func (p *shmPool) shared(ctx context.Context, decode bool, r *region, rows [][]float32, cols, outCols int) (out [][]float32, bad, err error) {
+// the region. check sees each row as it is copied into the region; its error
+// is returned as err, before anything is sent. bad is set when the plugin
+// answered with something that does not fit the request; err when the RPC
+// failed. Either way r is discarded; otherwise it is returned to the pool.
+func (p *shmPool) shared(ctx context.Context, decode bool, r *region, rows [][]float32, cols, outCols int, check func(i int, row []float32) error) (out [][]float32, bad, err error) {
 	n := uint64(len(rows))
 	inLen := 4 * n * uint64(cols)
 	outOff, outLen := shm.AlignUp(inLen), 4*n*uint64(outCols)
@@ -236,8 +237,15 @@ func (p *shmPool) shared(ctx context.Context, decode bool, r *region, rows [][]f
 		}
 	}()
 	dst, ferr := shm.Floats(r.Mem, 0, n*uint64(cols))
+	var checkErr error
 	if ferr == nil {
-		ferr = shm.CopyIn(dst, rows, cols)
+		ferr = shm.CopyInChecked(dst, rows, cols, func(i int, row []float32) error {
+			checkErr = check(i, row)
+			return checkErr
+		})
+	}
+	if checkErr != nil {
+		return nil, nil, checkErr
 	}
 	if ferr != nil {
 		return nil, fmt.Errorf("writing the rows to shared memory: %v", ferr), nil

@@ -72,6 +72,13 @@ func Span(size, off, length uint64, rows, cols uint32) (uint64, error) {
 // CopyIn copies rows, each of cols values, to dst (len(rows)·cols float32s,
 // usually a view of a mapping), turning a memory fault into an error.
 func CopyIn(dst []float32, rows [][]float32, cols int) error {
+	return CopyInChecked(dst, rows, cols, nil)
+}
+
+// CopyInChecked is CopyIn that also calls check(i, rows[i]) (unless check is nil) right after row i
+// is copied, while the row is still in cache, and stops at the first error check returns, which it
+// returns as is.
+func CopyInChecked(dst []float32, rows [][]float32, cols int, check func(i int, row []float32) error) error {
 	if len(dst) != len(rows)*cols {
 		return fmt.Errorf("shm: %d rows of %d values for %d slots", len(rows), cols, len(dst))
 	}
@@ -80,11 +87,22 @@ func CopyIn(dst []float32, rows [][]float32, cols int) error {
 			return fmt.Errorf("shm: row %d has %d values, want %d", i, len(r), cols)
 		}
 	}
-	return guarded(func() {
+	var checkErr error
+	err := guarded(func() {
 		for i, r := range rows {
 			copy(dst[i*cols:(i+1)*cols], r)
+			if check == nil {
+				continue
+			}
+			if checkErr = check(i, r); checkErr != nil {
+				return
+			}
 		}
 	})
+	if err != nil {
+		return err
+	}
+	return checkErr
 }
 
 // CopyOut copies src (usually a view of a mapping) to a new slice of private

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"errors"
 	"math"
 	"os"
 	"strings"
@@ -153,5 +154,36 @@ func TestFaultIsAnError(t *testing.T) {
 	}
 	if err := CopyIn(view[:4], [][]float32{{1, 2, 3, 4}}, 4); err == nil || !strings.Contains(err.Error(), "memory fault") {
 		t.Fatalf("CopyIn to a truncated mapping: %v", err)
+	}
+}
+
+// CopyInChecked calls check on each source row in order, right after copying it, and stops at the
+// first error, which it returns unchanged; later rows are not copied.
+func TestCopyInChecked(t *testing.T) {
+	dst := make([]float32, 6)
+	rows := [][]float32{{1, 2}, {3, 4}, {5, 6}}
+	stop := errors.New("row 1 refused")
+	var seen []int
+	err := CopyInChecked(dst, rows, 2, func(i int, row []float32) error {
+		if dst[2*i] != row[0] || dst[2*i+1] != row[1] {
+			t.Errorf("row %d checked before it was copied", i)
+		}
+		seen = append(seen, i)
+		if i == 1 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop {
+		t.Fatalf("error %v, want the check's own", err)
+	}
+	if len(seen) != 2 || seen[0] != 0 || seen[1] != 1 {
+		t.Fatalf("checked rows %v, want [0 1]", seen)
+	}
+	if dst[4] != 0 || dst[5] != 0 {
+		t.Fatalf("row 2 was copied after the check failed: %v", dst)
+	}
+	if err := CopyInChecked(dst, rows, 2, nil); err != nil || dst[5] != 6 {
+		t.Fatalf("nil check: %v %v", dst, err)
 	}
 }
