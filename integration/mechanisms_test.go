@@ -138,7 +138,10 @@ func TestFitEncodeAndPrivatize(t *testing.T) {
 		t.Fatalf("NULL in: %v %v", null, err)
 	}
 
-	// Bad input: each error names the problem; nothing is written.
+	// Bad input: each error names the problem; nothing is written. aux_nonfinite is aux with one row
+	// holding +Inf among its 3,000, scanned in batches.
+	mustExec(t, db, "CREATE TABLE aux_nonfinite AS SELECT * FROM aux")
+	mustExec(t, db, "INSERT INTO aux_nonfinite VALUES (99999, x'"+strings.Repeat("0000803f", 2)+"0000807f"+strings.Repeat("0000803f", 5)+"', 0)")
 	for _, tc := range []struct{ q, want string }{
 		{"SELECT LDP_ENCODE('[1,2]', 1, 'p2')", "features have 2 values, mechanism \"p2\" expects 8"},
 		{"SELECT LDP_ENCODE('[1,2,x]', 1, 'p2')", "not a JSON array"},
@@ -146,6 +149,9 @@ func TestFitEncodeAndPrivatize(t *testing.T) {
 		{"SELECT LDP_ENCODE(f, 1, 'nope') FROM aux", "unknown mechanism \"nope\""},
 		{"SELECT LDP_ENCODE(f, 1, 'p2', 'gauss') FROM aux", "gauss"},
 		{"SELECT LDP_ENCODE(x'0102', 1, 'p2')", "multiple of 4 bytes"},
+		// Packed NaN and +Inf (LDP_VECTOR refuses them, a BLOB literal does not).
+		{"SELECT LDP_ENCODE(x'" + strings.Repeat("0000803f", 7) + "0000c07f', 1, 'p2')", "argument features has a non-finite value NaN at index 7"},
+		{"SELECT LDP_ENCODE(f, 1, 'p2') FROM aux_nonfinite", "argument features has a non-finite value +Inf at index 2"},
 		{"SELECT LDP_ENCODE(f, 1, 'identity') FROM aux", "no fitted model"},
 		{`CALL ldp_fit_mechanism('p3', 'pca', 'aux', 'f', '{"d": 2,')`, "not a JSON object"},
 		{`CALL ldp_fit_mechanism('p2', 'pca', 'aux', 'f', '{"d": 2}')`, "already registered"},

@@ -1,6 +1,7 @@
 package udf
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/dolthub/go-mysql-server/sql/types"
 
 	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/plugins/host"
 )
 
 // LDPEncode is LDP_ENCODE(features, eps, 'mechanism' [, 'randomiser' [, unit_key]]) and, with asJSON,
@@ -107,12 +109,15 @@ func (f *LDPEncode) EvalBatch(ctx *sql.Context, args [][]any) ([]any, error) {
 			if len(v) != mech.desc.InputDim {
 				return nil, fmt.Errorf("%s: features have %d values, mechanism %q expects %d", fn, len(v), g.mechanism, mech.desc.InputDim)
 			}
-			if err := checkFinite(fn, "features", v); err != nil {
-				return nil, err
-			}
 			rows[k] = v
 		}
+		// The host refuses NaN and ±Inf as it copies the rows to the plugin (host.ErrNonFiniteInput):
+		// a separate pass over 3 KB per row here cost an eighth of a scan's time.
 		released, err := mech.privatise(ctx, rows, g.randomiser, g.eps)
+		var nf *host.NonFiniteInputError
+		if errors.As(err, &nf) {
+			return nil, nonFiniteError(fn, "features", nf.Value, nf.Index)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", fn, err)
 		}

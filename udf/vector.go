@@ -10,6 +10,8 @@ import (
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/types"
+
+	"github.com/ldpsql/ldpsql/plugins/host"
 )
 
 // Vectors travel through SQL as packed little-endian float32 BLOBs (LDP_VECTOR builds them; DuckDB
@@ -99,42 +101,14 @@ func parseJSONVector(fn, arg, s string) ([]float32, error) {
 
 // checkFinite rejects NaN and ±Inf coordinates, naming the first.
 func checkFinite(fn, arg string, v []float32) error {
-	if allFinite(v) {
-		return nil
-	}
-	for i, x := range v {
-		if math.Float32bits(x)&0x7f800000 == 0x7f800000 { // all exponent bits set: ±Inf or NaN
-			return fmt.Errorf("%s: argument %s has a non-finite value %v at index %d", fn, arg, x, i)
-		}
+	if i := host.FirstNonFinite(v); i >= 0 {
+		return nonFiniteError(fn, arg, v[i], i)
 	}
 	return nil
 }
 
-// allFinite says whether no value of v is NaN or ±Inf. A value is non-finite when its 8 exponent bits
-// are all set; adding 1 to the exponent field then carries into the sign bit. Done on two float32s per
-// 64-bit word (the field of the low one cannot carry into the high one: it stops at bit 31), OR-ed over
-// the whole vector, this is several times faster than a test per value, and LDP_ENCODE checks every
-// value of every row it reads.
-func allFinite(v []float32) bool {
-	const (
-		exponents = 0x7f800000_7f800000
-		ones      = 0x00800000_00800000
-		signs     = 0x80000000_80000000
-	)
-	n := len(v) &^ 1
-	var acc uint64
-	if n > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(v)))%8 == 0 {
-		words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(v))), n/2)
-		for _, w := range words {
-			acc |= (w&exponents + ones) & signs
-		}
-	} else {
-		n = 0
-	}
-	for _, x := range v[n:] {
-		acc |= uint64((math.Float32bits(x)&0x7f800000 + 0x00800000) & 0x80000000)
-	}
-	return acc == 0
+func nonFiniteError(fn, arg string, x float32, i int) error {
+	return fmt.Errorf("%s: argument %s has a non-finite value %v at index %d", fn, arg, x, i)
 }
 
 // formatJSONVector renders a vector as a JSON array.
