@@ -84,11 +84,7 @@ func TestFirstNonFiniteRandomBits(t *testing.T) {
 func TestNonFiniteInputRefused(t *testing.T) {
 	ctx := context.Background()
 	const dim = 784
-	m, err := pcaenc.FitRows(pcaenc.Params{D: 8, L: 10}, lowRank(randv2.New(randv2.NewPCG(3, 4)), 500, dim, []float64{4, 3, 2, 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	art, _ := m.Artifact()
+	_, art := fitPCA(t, pcaenc.Params{D: 8, L: 10}, lowRank(randv2.New(randv2.NewPCG(3, 4)), 500, dim, []float64{4, 3, 2, 1}))
 	rows := lowRank(randv2.New(randv2.NewPCG(5, 6)), 3000, dim, []float64{4, 3, 2, 1}) // 3 chunks
 	for _, noShm := range []bool{false, true} {
 		h := New(nil)

@@ -89,6 +89,20 @@ func batches(rows [][]float32, k int) func() ([][]float32, error) {
 	}
 }
 
+// fitPCA fits a pca model in process on rows and returns it with its artifact, to load into a plugin.
+func fitPCA(t testing.TB, params pcaenc.Params, rows [][]float32) (*pcaenc.Model, []byte) {
+	t.Helper()
+	m, err := pcaenc.FitRows(params, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, err := m.Artifact()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, art
+}
+
 // lowRank returns n rows of dimension dim lying on an affine subspace of
 // dimension len(sd), with the given standard deviations along its axes.
 func lowRank(rng *rand.Rand, n, dim int, sd []float64) [][]float32 {
@@ -230,11 +244,7 @@ func TestPCAEncodeStaysInBall(t *testing.T) {
 	h := newHost(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	const dim = 30
-	m, err := pcaenc.FitRows(pcaenc.Params{D: 5, L: 1}, lowRank(rng, 500, dim, []float64{3, 2, 1, 1, 1, 0.5}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	art, _ := m.Artifact()
+	_, art := fitPCA(t, pcaenc.Params{D: 5, L: 1}, lowRank(rng, 500, dim, []float64{3, 2, 1, 1, 1, 0.5}))
 	p := get(t, h, specFor(t, "pca", "pca", art))
 	var adv [][]float32
 	for _, s := range []float32{0, 1, -1, 1e3, -1e6, 1e30, math.MaxFloat32, -math.MaxFloat32} {
@@ -590,11 +600,7 @@ func testLiar(t *testing.T, artifact []byte, wantShm bool, bad map[float32]strin
 func TestConcurrentCalls(t *testing.T) {
 	ctx := context.Background()
 	h := newHost(t)
-	m, err := pcaenc.FitRows(pcaenc.Params{D: 4, L: 5}, lowRank(rand.New(rand.NewPCG(7, 8)), 400, 20, []float64{4, 3, 2, 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	art, _ := m.Artifact()
+	m, art := fitPCA(t, pcaenc.Params{D: 4, L: 5}, lowRank(rand.New(rand.NewPCG(7, 8)), 400, 20, []float64{4, 3, 2, 1}))
 	s := specFor(t, "pca", "pca", art)
 	rows := lowRank(rand.New(rand.NewPCG(9, 10)), 300, 20, []float64{1})
 	want, _ := m.Encode(rows)

@@ -66,11 +66,7 @@ func TestSharedMemoryMatchesGRPC(t *testing.T) {
 	needShm(t)
 	ctx := context.Background()
 	const dim = 784
-	m, err := pcaenc.FitRows(pcaenc.Params{D: 8, L: 10}, lowRank(rand.New(rand.NewPCG(3, 4)), 2000, dim, []float64{4, 3, 2, 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	art, _ := m.Artifact()
+	m, art := fitPCA(t, pcaenc.Params{D: 8, L: 10}, lowRank(rand.New(rand.NewPCG(3, 4)), 2000, dim, []float64{4, 3, 2, 1}))
 	rows := lowRank(rand.New(rand.NewPCG(5, 6)), 3000, dim, []float64{4, 3, 2, 1}) // 3 chunks
 	want, _ := m.Encode(rows)
 	wantX, _ := m.Decode(want)
