@@ -187,8 +187,13 @@ func TestFitEncodeAndPrivatize(t *testing.T) {
 	if _, err := db.Exec(`CALL ldp_privatize('aux_bad', 'f', 'y', 'bad_priv', 4.0, 0.7, 'p2', 'laplace', 2)`); err == nil || !strings.Contains(err.Error(), "has 3 features") {
 		t.Fatalf("privatize with a bad row: %v", err)
 	}
+	// Or one row with +Inf (refused by the host as it copies the batch to the plugin), named by its row.
+	if _, err := db.Exec(`CALL ldp_privatize('aux_nonfinite', 'f', 'y', 'nonfinite_priv', 4.0, 0.7, 'p2', 'laplace', 2)`); err == nil ||
+		!strings.Contains(err.Error(), "argument features has a non-finite value +Inf at index 2 (source row 3001)") {
+		t.Fatalf("privatize with a +Inf row: %v", err)
+	}
 	tables := tableNames(t, db)
-	if strings.Contains(tables, "bad_priv") || strings.Contains(tables, "_ldp_tmp") {
+	if strings.Contains(tables, "bad_priv") || strings.Contains(tables, "nonfinite_priv") || strings.Contains(tables, "_ldp_tmp") {
 		t.Fatalf("a failed ldp_privatize left tables behind: %s", tables)
 	}
 	if _, err := db.Exec(`CALL ldp_privatize('aux', 'f', 'y', 'aux_priv', 4.0, 0.7, 'p2', 'laplace', 2)`); err == nil || !strings.Contains(err.Error(), "already exists") {

@@ -129,10 +129,11 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 	c := newCollector(p.e.Ledger, user(ctx))
 	var n int64
 	lastLog := time.Now()
-	for done := false; !done; {
-		var batch []sql.Row
-		var err error
-		if batch, done, err = nextBatch(ctx, iter); err != nil {
+	rd := readAhead(ctx, iter)
+	defer rd.close() // before iter.Close
+	for {
+		batch, err := rd.next()
+		if err != nil {
 			return fail(fmt.Errorf("%s: reading the source: %w", fn, err))
 		}
 		if len(batch) == 0 {

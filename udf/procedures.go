@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dolthub/go-mysql-server/sql"
@@ -441,10 +443,11 @@ func (p *procedures) privatizeRows(ctx *sql.Context, fn, srcDB, srcName string, 
 	src := mechanisms.NewCryptoSource()
 	var n int64
 	lastLog := time.Now()
-	for done := false; !done; {
-		var batch []sql.Row
-		var err error
-		if batch, done, err = nextBatch(ctx, iter); err != nil {
+	rd := readAhead(ctx, iter)
+	defer rd.close() // before iter.Close
+	for {
+		batch, err := rd.next()
+		if err != nil {
 			return fail(fmt.Errorf("%s: reading the source: %w", fn, err))
 		}
 		if len(batch) == 0 {
@@ -463,12 +466,13 @@ func (p *procedures) privatizeRows(ctx *sql.Context, fn, srcDB, srcName string, 
 			if len(vec) != mech.desc.InputDim {
 				return fail(fmt.Errorf("%s: source row %d has %d features, mechanism %q expects %d", fn, n+int64(i)+1, len(vec), mech.record.Name, mech.desc.InputDim))
 			}
-			if err := checkFinite(fn, "features", vec); err != nil {
-				return fail(fmt.Errorf("%s (source row %d)", err, n+int64(i)+1))
-			}
 			feats[i] = vec
 		}
-		released, err := mech.privatise(ctx, feats, randomiser, epsX)
+		released, err := mech.privatise(ctx, feats, randomiser, epsX) // the host refuses NaN and ±Inf
+		var nf *host.NonFiniteInputError
+		if errors.As(err, &nf) {
+			return fail(fmt.Errorf("%s (source row %d)", nonFiniteError(fn, "features", nf.Value, nf.Index), n+int64(nf.Row)+1))
+		}
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", fn, err))
 		}
@@ -556,6 +560,58 @@ func splitTable(ctx *sql.Context, t string) (db, name string) {
 
 func sqlString(s string) string {
 	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+}
+
+// batchReader reads a row iterator in batches of BatchSize on a goroutine of its own, one batch ahead
+// of its consumer, so that reading the source (DuckDB and GMS) overlaps with releasing and writing the
+// batch before. Only its goroutine touches the iterator until close returns.
+type batchReader struct {
+	batches chan readBatch
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+type readBatch struct {
+	rows []sql.Row
+	err  error
+}
+
+func readAhead(ctx *sql.Context, iter sql.RowIter) *batchReader {
+	r := &batchReader{batches: make(chan readBatch, 1), stop: make(chan struct{})}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer close(r.batches)
+		for {
+			batch, done, err := nextBatch(ctx, iter)
+			if len(batch) > 0 || err != nil {
+				select {
+				case r.batches <- readBatch{batch, err}:
+				case <-r.stop:
+					return
+				}
+			}
+			if done || err != nil {
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// next returns the next batch; no rows and no error after the last one.
+func (r *batchReader) next() ([]sql.Row, error) {
+	b, ok := <-r.batches
+	if !ok {
+		return nil, nil
+	}
+	return b.rows, b.err
+}
+
+// close stops the reader and waits for its goroutine; the iterator may be closed after.
+func (r *batchReader) close() {
+	close(r.stop)
+	r.wg.Wait()
 }
 
 // nextBatch reads up to BatchSize rows from iter; done says it is exhausted.
