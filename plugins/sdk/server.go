@@ -61,17 +61,45 @@ func (s *grpcServer) Describe(context.Context, *ldpv1.DescribeRequest) (*ldpv1.D
 	return pd, nil
 }
 
+// transform is an Encode or a Decode the encoder is ready to run.
+type transform struct {
+	op              string // "Encode" or "Decode"
+	inCols, outCols int
+	f               func([][]float32) ([][]float32, error)
+}
+
+// ready returns the Encode (or, with decode, the Decode) the encoder can run now: for Decode it must
+// have a decoder and report one, and either way a model must be loaded. The caller holds s.mu for
+// reading until the transform has run. Encode, Decode and their shared-memory forms all start here.
+func (s *grpcServer) ready(decode bool) (transform, error) {
+	dec, isDecoder := s.impl.(Decoder)
+	if decode && !isDecoder {
+		return transform{}, status.Error(codes.Unimplemented, "encoder has no decoder")
+	}
+	d, err := s.describe()
+	if err != nil {
+		return transform{}, err
+	}
+	if decode && !d.HasDecoder {
+		return transform{}, status.Errorf(codes.FailedPrecondition, "encoder %q reports no decoder", d.Name)
+	}
+	if !d.Ready() {
+		return transform{}, status.Errorf(codes.FailedPrecondition, "encoder %q has no model loaded", d.Name)
+	}
+	if decode {
+		return transform{"Decode", d.OutputDim, d.InputDim, dec.Decode}, nil
+	}
+	return transform{"Encode", d.InputDim, d.OutputDim, s.impl.Encode}, nil
+}
+
 func (s *grpcServer) Encode(_ context.Context, req *ldpv1.EncodeRequest) (*ldpv1.EncodeResponse, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	d, err := s.describe()
+	t, err := s.ready(false)
 	if err != nil {
 		return nil, err
 	}
-	if !d.Ready() {
-		return nil, status.Errorf(codes.FailedPrecondition, "encoder %q has no model loaded", d.Name)
-	}
-	out, err := s.apply("Encode", req.GetRows(), d.InputDim, d.OutputDim, s.impl.Encode)
+	out, err := s.apply(t, req.GetRows())
 	if err != nil {
 		return nil, err
 	}
@@ -79,32 +107,23 @@ func (s *grpcServer) Encode(_ context.Context, req *ldpv1.EncodeRequest) (*ldpv1
 }
 
 func (s *grpcServer) Decode(_ context.Context, req *ldpv1.DecodeRequest) (*ldpv1.DecodeResponse, error) {
-	dec, ok := s.impl.(Decoder)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "encoder has no decoder")
-	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	d, err := s.describe()
+	t, err := s.ready(true)
 	if err != nil {
 		return nil, err
 	}
-	if !d.HasDecoder {
-		return nil, status.Errorf(codes.FailedPrecondition, "encoder %q reports no decoder", d.Name)
-	}
-	if !d.Ready() {
-		return nil, status.Errorf(codes.FailedPrecondition, "encoder %q has no model loaded", d.Name)
-	}
-	out, err := s.apply("Decode", req.GetLatents(), d.OutputDim, d.InputDim, dec.Decode)
+	out, err := s.apply(t, req.GetLatents())
 	if err != nil {
 		return nil, err
 	}
 	return &ldpv1.DecodeResponse{Rows: out}, nil
 }
 
-// apply checks in (inCols columns), calls f and checks and packs its result
-// (outCols columns, as many rows as in).
-func (s *grpcServer) apply(op string, in *ldpv1.Matrix, inCols, outCols int, f func([][]float32) ([][]float32, error)) (*ldpv1.Matrix, error) {
+// apply checks in (t.inCols columns), calls t.f and checks and packs its result
+// (t.outCols columns, as many rows as in).
+func (s *grpcServer) apply(t transform, in *ldpv1.Matrix) (*ldpv1.Matrix, error) {
+	op, inCols, outCols, f := t.op, t.inCols, t.outCols, t.f
 	rows, err := in.RowViews()
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", op, err)

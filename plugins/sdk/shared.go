@@ -121,40 +121,28 @@ func (s *grpcServer) DetachSharedMemory(_ context.Context, req *ldpv1.DetachRequ
 func (s *grpcServer) EncodeShared(_ context.Context, req *ldpv1.SharedRequest) (*ldpv1.SharedResponse, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	d, err := s.describe()
+	t, err := s.ready(false)
 	if err != nil {
 		return nil, err
 	}
-	if !d.Ready() {
-		return nil, status.Errorf(codes.FailedPrecondition, "encoder %q has no model loaded", d.Name)
-	}
-	return s.applyShared("Encode", req, d.InputDim, d.OutputDim, s.impl.Encode)
+	return s.applyShared(t, req)
 }
 
 func (s *grpcServer) DecodeShared(_ context.Context, req *ldpv1.SharedRequest) (*ldpv1.SharedResponse, error) {
-	dec, ok := s.impl.(Decoder)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "encoder has no decoder")
-	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	d, err := s.describe()
+	t, err := s.ready(true)
 	if err != nil {
 		return nil, err
 	}
-	if !d.HasDecoder {
-		return nil, status.Errorf(codes.FailedPrecondition, "encoder %q reports no decoder", d.Name)
-	}
-	if !d.Ready() {
-		return nil, status.Errorf(codes.FailedPrecondition, "encoder %q has no model loaded", d.Name)
-	}
-	return s.applyShared("Decode", req, d.OutputDim, d.InputDim, dec.Decode)
+	return s.applyShared(t, req)
 }
 
 // applyShared is apply for a request in a region: it checks the request
-// against the region, calls f on views of the input rows and writes its
-// result (outCols columns, as many rows) where the request says.
-func (s *grpcServer) applyShared(op string, req *ldpv1.SharedRequest, inCols, outCols int, f func([][]float32) ([][]float32, error)) (*ldpv1.SharedResponse, error) {
+// against the region, calls t.f on views of the input rows and writes its
+// result (t.outCols columns, as many rows) where the request says.
+func (s *grpcServer) applyShared(t transform, req *ldpv1.SharedRequest) (*ldpv1.SharedResponse, error) {
+	op, inCols, outCols, f := t.op, t.inCols, t.outCols, t.f
 	in := req.GetInput()
 	r, err := s.regions.acquire(in.GetRegion())
 	if err != nil {
