@@ -112,7 +112,7 @@ func (f *LDPEncode) EvalBatch(ctx *sql.Context, args [][]any) ([]any, error) {
 			rows[k] = v
 		}
 		// The host refuses NaN and ±Inf as it copies the rows to the plugin (host.ErrNonFiniteInput):
-		// a separate pass over 3 KB per row here cost an eighth of a scan's time.
+		// a separate pass here, over data long out of cache, cost 51 ms of CPU per 60,000 rows of 784.
 		released, err := mech.privatise(ctx, rows, g.randomiser, g.eps)
 		var nf *host.NonFiniteInputError
 		if errors.As(err, &nf) {
