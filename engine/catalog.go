@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -14,7 +15,8 @@ import (
 // DuckDB schema ldpsql_catalog, which clients see as the read-only database ldpsql_catalog (its tables
 // whose names start with "ldp_"); only ldpsql's procedures change it.
 type Catalog struct {
-	db *gosql.DB
+	db    *gosql.DB
+	files *fileGuard // told every plugin binary, which SQL must never read or overwrite
 }
 
 // CatalogTablePrefix marks the catalog tables visible to SQL clients.
@@ -79,6 +81,7 @@ var (
 
 // RegisterMechanism adds m; a mechanism of the same name is an error (drop it first).
 func (c *Catalog) RegisterMechanism(ctx context.Context, m Mechanism) error {
+	c.protect(m.Path)
 	_, err := c.db.ExecContext(ctx, `INSERT INTO `+CatalogSchema+`.ldp_mechanisms VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.Name, m.Plugin, m.Path, m.SHA256, string(m.Description), nullString(m.Model), m.RegisteredBy, m.RegisteredAt.UTC())
 	if err != nil && isDuplicate(err) {
@@ -89,9 +92,17 @@ func (c *Catalog) RegisterMechanism(ctx context.Context, m Mechanism) error {
 
 // ReplaceMechanism registers m, replacing a mechanism of the same name (used when a model is refitted).
 func (c *Catalog) ReplaceMechanism(ctx context.Context, m Mechanism) error {
+	c.protect(m.Path)
 	_, err := c.db.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_mechanisms VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.Name, m.Plugin, m.Path, m.SHA256, string(m.Description), nullString(m.Model), m.RegisteredBy, m.RegisteredAt.UTC())
 	return err
+}
+
+// protect adds a plugin binary, and the directory it is in, to the files SQL never touches.
+func (c *Catalog) protect(path string) {
+	if c.files != nil && path != "" {
+		c.files.protect(path, filepath.Dir(path))
+	}
 }
 
 // DropMechanism removes a mechanism; an unknown name is an error.

@@ -57,6 +57,8 @@ type Engine struct {
 	sqlDB  *gosql.DB
 
 	closers []func() error // run by Close, last registered first, before DuckDB closes
+
+	files *fileGuard // what SQL may read and write on the server's file system (security.go)
 }
 
 // OnClose registers f to run when the engine closes (e.g. stopping plugin processes).
@@ -102,7 +104,7 @@ func Open(path string, opts ...Option) (*Engine, error) {
 		_ = duck.Close()
 		return nil, fmt.Errorf("opening DuckDB file %q: %w", path, err)
 	}
-	e := &Engine{DuckDB: duck, path: path}
+	e := &Engine{DuckDB: duck, path: path, files: newFileGuard(path)}
 	if err := e.init(opts); err != nil {
 		_ = duck.Close()
 		return nil, err
@@ -121,7 +123,12 @@ func (e *Engine) init(opts []Option) error {
 		return err
 	}
 	e.Provider = p
-	e.Catalog = &Catalog{db: e.DuckDB}
+	e.Catalog = &Catalog{db: e.DuckDB, files: e.files}
+	if mechs, err := e.Catalog.Mechanisms(context.Background()); err == nil {
+		for _, m := range mechs {
+			e.Catalog.protect(m.Path)
+		}
+	}
 	if e.Jobs, err = newJobs(e.DuckDB); err != nil {
 		return fmt.Errorf("recovering jobs: %w", err)
 	}
@@ -133,7 +140,9 @@ func (e *Engine) init(opts []Option) error {
 	if err := e.ensureDefaultDatabase(); err != nil {
 		return err
 	}
-	e.GMS = sqle.New(analyzer.NewBuilder(p).AddPreAnalyzeRule(ruleRejectRollback, rejectRollback).Build(), nil)
+	e.GMS = sqle.New(analyzer.NewBuilder(p).
+		AddPreAnalyzeRule(ruleServerBoundary, e.serverBoundary).
+		AddPreAnalyzeRule(ruleRejectRollback, rejectRollback).Build(), nil)
 	if err := e.loadUsers(); err != nil {
 		return err
 	}
@@ -142,6 +151,7 @@ func (e *Engine) init(opts []Option) error {
 			return err
 		}
 	}
+	e.installServerBoundary()
 	return nil
 }
 

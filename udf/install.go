@@ -85,6 +85,9 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.ProtectPath(dir); err != nil { // SQL never reads or writes a plugin binary
+		return nil, err
+	}
 	if err := registerBuiltins(context.Background(), e.Catalog, dir, logf); err != nil {
 		return nil, err
 	}

@@ -103,8 +103,8 @@ func newFlagSet(name, summary, examples string, stderr io.Writer) *flag.FlagSet 
 
 // openEngine opens the database file with every ldpsql SQL function and procedure installed and the
 // built-in plugins registered.
-func openEngine(path string, cfg udf.Config) (*engine.Engine, error) {
-	e, err := engine.Open(path)
+func openEngine(path string, cfg udf.Config, opts ...engine.Option) (*engine.Engine, error) {
+	e, err := engine.Open(path, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,8 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		"password of user root (default $LDPSQL_ROOT_PASSWORD); empty is allowed only on loopback addresses")
 	pluginTimeout := fs.Duration("plugin-timeout", 30*time.Second, "longest an encoder plugin call may take before the plugin is killed (restarted at the next call)")
 	pluginDir := fs.String("plugin-dir", "", "directory of the built-in plugin binaries (default $LDPSQL_PLUGIN_DIR, else beside this executable)")
+	secureFilePriv := fs.String("secure-file-priv", "",
+		"the only directory whose files LOAD_FILE, SELECT … INTO OUTFILE/DUMPFILE and LOAD DATA INFILE may touch, for users with the FILE privilege (created if missing); NULL disables them (default "+engine.DefaultSecureFileDir+" beside --db)")
 	debugAddr := fs.String("debug-addr", "", "loopback address for Go's profiling endpoints (/debug/pprof/); off by default")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -39,11 +41,22 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "ldpsql debug endpoints on http://%s/debug/pprof/\n", addr)
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "ldpsql: "+format+"\n", a...) }
-	e, err := openEngine(*db, udf.Config{PluginDir: *pluginDir, Logf: logf, PluginCallTimeout: *pluginTimeout})
+	var opts []engine.Option
+	if *secureFilePriv != "" {
+		opts = append(opts, engine.WithSecureFilePriv(*secureFilePriv))
+	}
+	e, err := openEngine(*db, udf.Config{PluginDir: *pluginDir, Logf: logf, PluginCallTimeout: *pluginTimeout}, opts...)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
+	if dir, err := e.CreateSecureFileDir(); err != nil {
+		return err
+	} else if dir != engine.NoSecureFilePriv {
+		logf("file access through SQL (FILE privilege) is confined to %s", dir)
+	} else {
+		logf("file access through SQL is off (secure_file_priv is NULL)")
+	}
 	srv, err := e.Serve(engine.ServerConfig{Addr: *addr, RootPassword: *password, Version: "8.0.31-ldpsql-" + version})
 	if err != nil {
 		return err
