@@ -16,6 +16,11 @@
 // reports the statement complete and rolls back when it reports an error. Multi-statement transactions
 // (BEGIN … COMMIT) are not supported yet: each statement commits on its own.
 //
+// security.go is the server's boundary around the file system and server-wide state: LOAD_FILE, INTO
+// OUTFILE/DUMPFILE and LOAD DATA INFILE need FILE and stay inside secure_file_priv, never touching the
+// database, its WAL or the plugins; SET GLOBAL needs SUPER; other users' statements and the statistics
+// of protected tables' raw columns are hidden from those without the privilege to see them.
+//
 // ldpsql's own metadata lives in the DuckDB schema ldpsql_catalog, which clients see as a read-only
 // database: the mechanism catalog (catalog.go), background jobs (jobs.go) and the privacy ledger
 // (ledger.go), which keeps the budget of every protected table, what each privacy unit has spent, and
