@@ -30,11 +30,13 @@ import (
 // and the charge is recorded before the release leaves the engine. A statement whose charges would take
 // any unit over its budget fails and releases nothing.
 //
-// In the table's default mode, 'memoise', a release is recorded with its input digest (SHA-256 of the
-// canonical input value, the mechanism, the randomiser, ε and K; see InputDigest) and its bytes; asking
-// again for the release of the same unit's same value through the same mechanism at the same ε returns
-// the recorded release: no new noise, no new charge (repeating a release reveals nothing new). In 'charge'
-// mode every release draws fresh noise and is charged.
+// In the table's default mode, 'memoise', a release is recorded with the digest of what was released
+// (ReleaseDigest: the released column(s) or expression, the row within its unit, the mechanism, the
+// randomiser, ε, K and the mechanism's parameters — never the value) and its bytes; asking again for
+// the same release of the same unit returns the recorded release: no new noise, no new charge (repeating
+// a release reveals nothing new). Because the value is not in the key, whether a release is memoised
+// tells nothing about the data (a value that changed since is not released again). In 'charge' mode
+// every release draws fresh noise and is charged.
 //
 // The ledger lives in three catalog tables, readable by a DBA only: ldp_budget (one row per protected
 // table), ldp_budget_units (the ε each unit has spent) and ldp_releases (every release: what, when, by
@@ -49,7 +51,7 @@ import (
 // validation, for example):
 //
 //	b, ok := e.Ledger.Budget(engine.TableRef{Database: "ldpsql", Table: "t"}) // is the table protected?
-//	digest := engine.InputDigest(canonicalInput, "k-rr", "warner", eps, 2)
+//	digest := engine.ReleaseDigest("col(y)", rowKey, "k-rr", "k-rr", eps, 2) // what is released, not its value
 //	memo, _ := e.Ledger.Memo(ctx, b.TableRef, []engine.MemoKey{{Unit: unit, Digest: digest}}) // memoise mode only
 //	err := e.Ledger.Charge(ctx, releasedBy, []engine.Charge{{Table: b.TableRef, Unit: unit, Eps: eps,
 //		Function: "train_noisy_classifier", Mechanism: "k-rr", Randomiser: "warner", Digest: digest, Release: bytes}})
@@ -59,8 +61,9 @@ import (
 
 // Budget modes (ldp_budget.mode).
 const (
-	// BudgetMemoise returns the recorded release when the same unit's same value is released again
-	// through the same mechanism at the same ε, and charges nothing for it. The default.
+	// BudgetMemoise returns the recorded release when the same release (the same column or expression
+	// of the same row, through the same mechanism at the same ε: ReleaseDigest) is asked for again, and
+	// charges nothing for it. The default.
 	BudgetMemoise = "memoise"
 	// BudgetCharge draws fresh noise for every release and charges every one.
 	BudgetCharge = "charge"
@@ -138,14 +141,14 @@ type Charge struct {
 	// Function, Mechanism and Randomiser describe the release for ldp_releases (e.g. "LDP_ENCODE",
 	// "my_pca", "laplace"; "FLIP_LABEL", "k-rr", "k-rr").
 	Function, Mechanism, Randomiser string
-	// Digest is InputDigest of the released input; with Unit it is the memoisation key.
+	// Digest is ReleaseDigest of what was released; with Unit it is the memoisation key.
 	Digest string
 	// Release is the released value, returned by Memo for a later identical release; nil records the
 	// release without making it memoisable.
 	Release []byte
 }
 
-// MemoKey identifies a memoised release: a unit and the digest of its released input.
+// MemoKey identifies a memoised release: a unit and the digest of what was released (ReleaseDigest).
 type MemoKey struct{ Unit, Digest string }
 
 // ErrNotProtected is returned when charging a table that has no budget.
@@ -815,14 +818,19 @@ func unitPart(v any) (string, error) {
 	return fmt.Sprint(v), nil
 }
 
-// InputDigest is the hex SHA-256 that identifies a release's input for memoisation: the canonical bytes
-// of the input value (a packed little-endian float32 vector for LDP_ENCODE, a little-endian int64 label
-// for FLIP_LABEL, RR_FREQUENCY and PRIVATE_ACCURACY's bit, the clipped value, lo and hi as little-endian
-// float64s for LDP_LAPLACE), the mechanism (name and identity; for a value computed by an expression, a
-// digest of the expression too, so that another expression's equal value is another release), the
-// randomiser, ε and K (0 when there is none).
-// Every field is length-prefixed, so no two inputs share a digest by concatenation.
-func InputDigest(input []byte, mechanism, randomiser string, eps float64, k int) string {
+// ReleaseDigest is the hex SHA-256 that identifies a release for memoisation by what was released,
+// never by the released value: the source (the released column or columns by name, in order, or the
+// digest of the expression that computed the value), the row within its unit (the row's primary key,
+// UnitKey of its values, where the unit columns do not identify one row; "" where they do), the
+// mechanism (name and identity: k-rr, laplace, an encoder's registration), the randomiser, ε, K (0 when
+// there is none) and the mechanism's other parameters (LDP_LAPLACE's lo and hi). With the unit it is the
+// memo key: a release asked for again under the same key returns the recorded release whatever the
+// value is now, so whether a release is memoised depends on what the caller asked and on the record,
+// never on the data. Every field is length-prefixed, so no two keys share a digest by concatenation.
+//
+// The digests of format v1 (ldpsql before this format) hashed the input value; ldp_releases may still
+// hold them. They can never equal a v2 digest, so those releases are simply no longer returned.
+func ReleaseDigest(source, row, mechanism, randomiser string, eps float64, k int, params ...float64) string {
 	h := sha256.New()
 	var n [8]byte
 	field := func(b []byte) {
@@ -830,13 +838,20 @@ func InputDigest(input []byte, mechanism, randomiser string, eps float64, k int)
 		h.Write(n[:])
 		h.Write(b)
 	}
-	field([]byte("ldpsql release v1"))
-	field(input)
+	field([]byte("ldpsql release v2"))
+	field([]byte(source))
+	field([]byte(row))
 	field([]byte(mechanism))
 	field([]byte(randomiser))
 	binary.LittleEndian.PutUint64(n[:], math.Float64bits(eps))
 	h.Write(n[:])
 	binary.LittleEndian.PutUint64(n[:], uint64(int64(k)))
 	h.Write(n[:])
+	binary.LittleEndian.PutUint64(n[:], uint64(len(params)))
+	h.Write(n[:])
+	for _, p := range params {
+		binary.LittleEndian.PutUint64(n[:], math.Float64bits(p))
+		h.Write(n[:])
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }

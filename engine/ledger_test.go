@@ -15,7 +15,7 @@ func ledgerCharges(t TableRef, n int, eps float64, tag string) []Charge {
 	for i := range out {
 		unit, _ := UnitKey(int64(i))
 		out[i] = Charge{Table: t, Unit: unit, Eps: eps, Function: "TEST", Mechanism: "m", Randomiser: "r",
-			Digest: InputDigest([]byte(tag+unit), "m", "r", eps, 0), Release: []byte(tag + unit)}
+			Digest: ReleaseDigest(tag+unit, "", "m", "r", eps, 0), Release: []byte(tag + unit)}
 	}
 	return out
 }
@@ -81,7 +81,7 @@ func TestLedgerChargeAndOverspend(t *testing.T) {
 		t.Fatalf("spent %v %v", spent, err)
 	}
 	// Memo: the first recorded release of a (unit, digest).
-	keys := []MemoKey{{"5", InputDigest([]byte("15"), "m", "r", 1, 0)}, {"6", "nope"}}
+	keys := []MemoKey{{"5", ReleaseDigest("15", "", "m", "r", 1, 0)}, {"6", "nope"}}
 	memo, err := e.Ledger.Memo(ctx, tbl, keys)
 	if err != nil || string(memo[keys[0]]) != "15" || len(memo) != 1 {
 		t.Fatalf("memo %q %v", memo, err)
@@ -161,18 +161,22 @@ func TestUnitKeyAndDigest(t *testing.T) {
 	if _, err := UnitKey(int64(1), nil); err == nil {
 		t.Error("a NULL unit key was accepted")
 	}
-	a := InputDigest([]byte("ab"), "c", "d", 1, 2)
+	a := ReleaseDigest("ab", "", "c", "d", 1, 2)
 	for _, other := range []string{
-		InputDigest([]byte("a"), "bc", "d", 1, 2),
-		InputDigest([]byte("ab"), "c", "d", 1.0000001, 2),
-		InputDigest([]byte("ab"), "c", "d", 1, 3),
-		InputDigest([]byte("ab"), "c", "e", 1, 2),
+		ReleaseDigest("a", "b", "c", "d", 1, 2),
+		ReleaseDigest("a", "", "bc", "d", 1, 2),
+		ReleaseDigest("ab", "", "c", "d", 1.0000001, 2),
+		ReleaseDigest("ab", "", "c", "d", 1, 3),
+		ReleaseDigest("ab", "", "c", "e", 1, 2),
+		ReleaseDigest("ab", "", "c", "d", 1, 2, 0),
+		ReleaseDigest("ab", "", "c", "d", 1, 2, 0, 1),
+		ReleaseDigest("ab", "", "c", "d", 1, 2, 1, 0),
 	} {
 		if other == a {
-			t.Error("different inputs share a digest")
+			t.Error("different releases share a digest")
 		}
 	}
-	if len(a) != 64 || a != InputDigest([]byte("ab"), "c", "d", 1, 2) {
+	if len(a) != 64 || a != ReleaseDigest("ab", "", "c", "d", 1, 2) {
 		t.Errorf("digest %q", a)
 	}
 }
@@ -202,7 +206,7 @@ func BenchmarkLedger(b *testing.B) {
 		for i := range out {
 			unit, _ := UnitKey(int64(i))
 			out[i] = Charge{Table: tbl, Unit: unit, Eps: 1, Function: "LDP_ENCODE", Mechanism: "pca", Randomiser: "laplace",
-				Digest: InputDigest([]byte(fmt.Sprint(round)), "pca", "laplace", 1, 0), Release: release}
+				Digest: ReleaseDigest(fmt.Sprint(round), "", "pca", "laplace", 1, 0), Release: release}
 		}
 		return out
 	}
