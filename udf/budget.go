@@ -69,8 +69,8 @@ func (p *procedures) setBudget(ctx *sql.Context, table string, eps float64, mode
 				units = append(units, schema.Schema[i].Name)
 			}
 			if len(units) == 0 {
-				return nil, fmt.Errorf("%s: table %s has no primary key: name the columns that identify a privacy unit, e.g. CALL %s('%s', %g, '%s', 'person_id')",
-					fn, ref, fn, table, eps, mode)
+				return nil, fmt.Errorf("%s: table %s has no primary key: name the columns that identify a privacy unit, in 'charge' mode, e.g. CALL %s('%s', %g, 'charge', 'person_id')",
+					fn, ref, fn, table, eps)
 			}
 		}
 	} else {
@@ -82,6 +82,12 @@ func (p *procedures) setBudget(ctx *sql.Context, table string, eps float64, mode
 			}
 			units = append(units, schema.Schema[i].Name)
 		}
+	}
+	if mode == engine.BudgetMemoise && len(schema.PkOrdinals) == 0 {
+		// A memoised release is keyed by the row it reads; without a primary key the ledger cannot tell
+		// a unit's rows apart (their values must not be the key: see collector.releaseKeyed).
+		return nil, fmt.Errorf("%s: table %s has no primary key, so the ledger cannot tell its rows apart and cannot memoise their releases: "+
+			"use 'charge' mode, e.g. CALL %s('%s', %g, 'charge', '%s')", fn, ref, fn, table, eps, strings.Join(units, ", "))
 	}
 	b := engine.Budget{TableRef: ref, EpsTotal: eps, Mode: mode, UnitColumns: units, SetBy: user(ctx), SetAt: time.Now()}
 	if err := p.e.Ledger.SetBudget(ctx, b); err != nil {
@@ -102,6 +108,21 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 	isUnit := map[string]bool{}
 	for _, u := range b.UnitColumns {
 		isUnit[strings.ToLower(u)] = true
+	}
+	// What is released, for the memo keys: the features column and the label column of each row, which
+	// the source's primary key identifies where the unit does not (LDP_ENCODE and FLIP_LABEL key theirs
+	// alike, so the releases are shared); without a primary key nothing is memoised.
+	pk := make([]string, nKeys)
+	for i, k := range selectCols[:nKeys] {
+		pk[i] = unquoteCol(k)
+	}
+	byRow := !unitIsRow(b.UnitColumns, pk)
+	featuresWhat, labelWhat := releaseWhat{}, releaseWhat{}
+	if nKeys > 0 {
+		featuresWhat.source = columnsSource(columnCanon(unquoteCol(selectCols[nKeys])))
+		if withLabel {
+			labelWhat.source = columnsSource(columnCanon(unquoteCol(selectCols[nKeys+1])))
+		}
 	}
 	if !dba {
 		for _, k := range selectCols[:nKeys] {
@@ -140,11 +161,20 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 			break
 		}
 		units := make([]string, len(batch))
+		var rows []string
+		if byRow && nKeys > 0 {
+			rows = make([]string, len(batch))
+		}
 		feats := make([][]float32, len(batch))
 		ys := make([]int, len(batch))
 		for i, r := range batch {
 			if units[i], err = engine.UnitKey(r[unitAt:]...); err != nil {
 				return fail(fmt.Errorf("%s: source row %d: %w", fn, n+int64(i)+1, err))
+			}
+			if rows != nil {
+				if rows[i], err = engine.UnitKey(r[:nKeys]...); err != nil {
+					return fail(fmt.Errorf("%s: source row %d: its primary key: %w", fn, n+int64(i)+1, err))
+				}
 			}
 			if v := r[nKeys]; v != nil {
 				vec, err := toVector(ctx, fn, "features", v)
@@ -175,13 +205,14 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 				}
 			}
 		}
-		released, err := c.releaseVectors(ctx, b, fn, mech, randomiser, epsX, units, feats)
+		featuresWhat.rows, labelWhat.rows = rows, rows
+		released, err := c.releaseVectors(ctx, b, fn, mech, randomiser, epsX, units, featuresWhat, feats)
 		if err != nil {
 			return fail(err)
 		}
 		var labels []int
 		if withLabel {
-			if labels, err = c.releaseLabels(ctx, b, fn, krr, units, ys); err != nil {
+			if labels, err = c.releaseLabels(ctx, b, fn, krr, units, labelWhat, ys); err != nil {
 				return fail(err)
 			}
 		}
@@ -215,4 +246,9 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 		return 0, fmt.Errorf("%s: committing (the releases were charged): %w", fn, err)
 	}
 	return n, ins.Close(ctx)
+}
+
+// unquoteCol is the name that quoteCol quoted.
+func unquoteCol(q string) string {
+	return strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(q, "`"), "`"), "``", "`")
 }

@@ -12,8 +12,9 @@
 // by an analyzer rule to the ledger (engine.Ledger) with the row's unit key — also when they read the
 // table through a derived table, view or CTE — and a gate at the top of the statement charges all its
 // releases in one transaction before any row leaves; a statement that would over-spend a unit fails
-// and returns nothing, and in memoise mode a repeated release is returned from the record without a new
-// charge. ldp_privatize and TRAIN_NOISY_CLASSIFIER's private validation on a protected table charge
+// and returns nothing, and in memoise mode a repeated release — the same column (or expression) of the
+// same row through the same mechanism and parameters, whatever its value — is returned from the record
+// without a new charge. ldp_privatize and TRAIN_NOISY_CLASSIFIER's private validation on a protected table charge
 // before anything derived from their releases leaves. The same rule enforces the roles: a DBA is root or
 // a holder of SUPER; an analyst may reference a protected table's unit columns, and its other columns
 // only as the released argument of those functions.

@@ -94,7 +94,26 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	if err := dropLeftovers(e, logf); err != nil {
 		return nil, err
 	}
+	warnKeylessMemoise(e, procs, logf)
 	return mechs, nil
+}
+
+// warnKeylessMemoise logs the protected tables whose budget is in memoise mode but that have no primary
+// key (set by an earlier ldpsql, which allowed it): the ledger cannot tell their rows apart, so it
+// releases them as in charge mode (every release fresh and charged; see tableInstance.unitIsRow).
+func warnKeylessMemoise(e *engine.Engine, p *procedures, logf func(string, ...any)) {
+	ctx := e.NewContext(context.Background())
+	for _, b := range e.Ledger.Budgets() {
+		if b.Mode != engine.BudgetMemoise {
+			continue
+		}
+		t, err := p.table(ctx, b.Database, b.Table)
+		if err != nil || len(primaryKey(ctx, t)) > 0 {
+			continue
+		}
+		logf("ldp ledger: protected table %s has no primary key, so its budget's memoise mode cannot apply: every release is fresh and charged, as in "+
+			"charge mode (CALL ldp_set_budget('%s', %g, 'charge') records that)", b.TableRef, b.TableRef, b.EpsTotal)
+	}
 }
 
 // dropLeftovers drops the temporary tables of ldp_privatize runs that a crash interrupted (a run that

@@ -41,16 +41,26 @@ import (
 //     all collecting their charges; then the gate charges them all in one ledger transaction, and only
 //     then hands the rows out. A statement that would take any unit over its budget fails with the
 //     ledger's error and returns nothing.
-//  3. In 'memoise' mode a release asked for again (same unit, same input digest) is looked up first, in
-//     the statement's own releases and then in ldp_releases; a hit is returned as it was and charged
-//     nothing. The digest is of the input value (for an aggregate over an expression, also of the
-//     expression: see ledger_agg.go).
+//  3. In 'memoise' mode a release asked for again is looked up first, in the statement's own releases
+//     and then in ldp_releases; a hit is returned as it was and charged nothing. The memo key names
+//     what is released, never its value (engine.ReleaseDigest): the unit, the released column(s) by
+//     name (for LDP_VECTOR the list of columns; for an aggregate over an expression, the expression's
+//     digest: see ledger_agg.go), the row within the unit (its primary key, where the unit columns do
+//     not include it: hidden arguments like the unit key), the mechanism's identity, the randomiser, ε,
+//     K and LDP_LAPLACE's [lo, hi]. So whether a release is a hit depends on what was asked before and
+//     never on the data: keyed by value, a hit after the budget is spent would say that the value equals
+//     one released before (LDP_VECTOR(y, 34), a column equal to another, an invalid value's default).
+//     The price: a value changed since its release is not released again in memoise mode. A release
+//     whose source or row cannot be named (an expression the ledger cannot pin down, a table without a
+//     primary key, a derived table that does not select the key) is never memoised: fresh and charged.
 //
 // A protected value that is NULL is released as if it were the default input (the zero vector; for
 // FLIP_LABEL, PRIVATE_ACCURACY and RR_FREQUENCY a label or bit drawn uniformly, which is eps-LDP with
 // respect to every label; for LDP_LAPLACE the midpoint of [lo, hi]), never as NULL (an aggregate does
-// not skip it): a NULL out would tell whether the value is NULL. For an analyst (roles.go) an invalid value is treated
-// the same way rather than raising an error that would quote it.
+// not skip it): a NULL out would tell whether the value is NULL. For an analyst (roles.go) an invalid
+// value is treated the same way rather than raising an error that would quote it. Either is memoised
+// under the same key as a valid value of the same column would be, so it shares nothing with any other
+// column's release.
 
 // Rule ids, far from GMS's own.
 const (
@@ -111,6 +121,11 @@ type tableInstance struct {
 	cols   map[sql.ColumnId]*sql.Column
 	unit   map[sql.ColumnId]bool // the unit columns: they identify a unit and are not raw data
 	units  []sql.ColumnId        // the unit columns' ids, in the budget's order
+	pk     []sql.ColumnId        // the primary key's columns, in key order (none: the table has no primary key)
+	// unitIsRow: the unit columns include the primary key, so a unit is one row and the unit key
+	// identifies the row a release reads. Otherwise a memoised release is keyed by the row's primary key
+	// too (and without a primary key it is not memoised at all).
+	unitIsRow bool
 }
 
 // planTables is what the bind rule knows about a statement's protected tables.
@@ -197,6 +212,18 @@ func findTables(ctx *sql.Context, l *engine.Ledger, n sql.Node) (*planTables, er
 				return fmt.Errorf("ldp ledger: unit column %s of protected table %s does not exist (set the budget again with CALL ldp_set_budget)", name, ref)
 			}
 		}
+		pk := primaryKey(ctx, rt.UnderlyingTable())
+		for _, name := range pk {
+			for id, c := range inst.cols {
+				if strings.EqualFold(c.Name, name) {
+					inst.pk = append(inst.pk, id)
+				}
+			}
+		}
+		if len(inst.pk) != len(pk) {
+			inst.pk = nil // cannot map the key: treat the table as keyless (nothing memoised)
+		}
+		inst.unitIsRow = len(inst.pk) > 0 && unitIsRow(b.UnitColumns, pk)
 		pt.byTable[rt.Id()] = inst
 		return nil
 	})
@@ -244,12 +271,52 @@ func ledgerBindRule(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, scope *p
 			return nil, transform.SameTree, err
 		}
 		if !dba {
-			if err := checkRawAccess(ctx, pt, out); err != nil {
+			if err := b.checkRawAccess(out); err != nil {
 				return nil, transform.SameTree, err
 			}
 		}
 	}
 	return out, same, nil
+}
+
+// primaryKey returns the names of table t's primary key columns, in key order (none without one).
+func primaryKey(ctx *sql.Context, t sql.Table) []string {
+	if t == nil {
+		return nil
+	}
+	if pkt, ok := sql.GetUnderlyingTable(t).(sql.PrimaryKeyTable); ok {
+		s := pkt.PrimaryKeySchema(ctx)
+		names := make([]string, 0, len(s.PkOrdinals))
+		for _, i := range s.PkOrdinals {
+			names = append(names, s.Schema[i].Name)
+		}
+		return names
+	}
+	var names []string
+	for _, c := range t.Schema(ctx) {
+		if c.PrimaryKey {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// unitIsRow reports whether unit columns identify one row of a table with primary key pk: they include
+// every column of a (non-empty) primary key.
+func unitIsRow(units, pk []string) bool {
+	if len(pk) == 0 {
+		return false
+	}
+	for _, k := range pk {
+		found := false
+		for _, u := range units {
+			found = found || strings.EqualFold(u, k)
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 type binder struct {
@@ -341,18 +408,53 @@ func explicitUnitAt(fn string) int {
 }
 
 // bindUnit splits a call's arguments into its own and the unit key: the DBA's explicit unit_key
-// argument, or the unit columns of the protected row it reads (in node's scope).
-func (b *binder) bindUnit(fn string, node sql.Node, inst *tableInstance, direct *expression.GetField, args []sql.Expression) (own, units []sql.Expression, err error) {
+// argument, or the unit columns of the protected row it reads (in node's scope). It also returns the
+// expressions that identify the row within its unit (none where the unit is the row), and noRow when the
+// row cannot be identified (no primary key, or a derived table that does not select it): such a release
+// is never memoised.
+func (b *binder) bindUnit(fn string, node sql.Node, inst *tableInstance, direct *expression.GetField, args []sql.Expression) (own, units, row []sql.Expression, noRow bool, err error) {
 	at := explicitUnitAt(fn)
-	if len(args) > at {
+	explicit := len(args) > at
+	if explicit {
 		if !b.dba {
-			return nil, nil, fmt.Errorf("access denied: %s: only a DBA may choose the privacy unit of protected table %s (releases are charged to its unit columns %s)",
+			return nil, nil, nil, false, fmt.Errorf("access denied: %s: only a DBA may choose the privacy unit of protected table %s (releases are charged to its unit columns %s)",
 				fn, inst.budget.TableRef, strings.Join(inst.budget.UnitColumns, ", "))
 		}
-		return args[:at], args[at:], nil
+		own, units = args[:at], args[at:]
+	} else {
+		refs, missing := b.columnRefs(node, inst, direct, inst.units)
+		if missing {
+			return nil, nil, nil, false, fmt.Errorf("%s reads protected table %s through a derived table or view that does not select its unit columns (%s): "+
+				"select them there too, so that the release can be charged to its unit", fn, inst.budget.TableRef, strings.Join(inst.budget.UnitColumns, ", "))
+		}
+		own, units = args, refs
 	}
-	units, err = b.unitRefs(fn, node, inst, direct)
-	return args, units, err
+	if inst.unitIsRow && !explicit {
+		return own, units, nil, false, nil
+	}
+	if len(inst.pk) == 0 {
+		return own, units, nil, true, nil
+	}
+	row, missing := b.columnRefs(node, inst, direct, inst.pk)
+	if missing {
+		return own, units, nil, true, nil
+	}
+	return own, units, row, false, nil
+}
+
+// checkReleasedVector refuses an LDP_VECTOR released from a protected table unless every element is a
+// column: a literal beside a column (LDP_VECTOR(y, 34)) would be a question about the column's value.
+func checkReleasedVector(fn string, inst *tableInstance, arg sql.Expression) error {
+	v, ok := arg.(*LDPVector)
+	if !ok {
+		return nil
+	}
+	for _, c := range v.args {
+		if _, col := c.(*expression.GetField); !col {
+			return fmt.Errorf("%s on protected table %s: the released LDP_VECTOR takes columns only, not %s", fn, inst.budget.TableRef, c)
+		}
+	}
+	return nil
 }
 
 // bindCall replaces one release call that reads a protected table (in node, a Project).
@@ -365,8 +467,11 @@ func (b *binder) bindCall(node sql.Node, e sql.Expression) (sql.Expression, tran
 	if err != nil || inst == nil {
 		return e, transform.SameTree, err
 	}
-	own, unitArgs, err := b.bindUnit(fn, node, inst, direct, args)
+	own, unitArgs, rowArgs, noRow, err := b.bindUnit(fn, node, inst, direct, args)
 	if err != nil {
+		return nil, transform.SameTree, err
+	}
+	if err := checkReleasedVector(fn, inst, args[0]); err != nil {
 		return nil, transform.SameTree, err
 	}
 	if !b.dba {
@@ -374,7 +479,9 @@ func (b *binder) bindCall(node sql.Node, e sql.Expression) (sql.Expression, tran
 			return nil, transform.SameTree, err
 		}
 	}
-	r := &ledgerRelease{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l}
+	r := &ledgerRelease{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, row: rowArgs, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l}
+	r.key = b.keyOf(inst, args[0])
+	r.key.noRow = noRow
 	switch f := e.(type) {
 	case *LDPEncode:
 		r.encode = f
@@ -399,26 +506,24 @@ func (b *binder) bindAggregate(node sql.Node, e sql.Expression) (sql.Expression,
 	if err != nil || inst == nil {
 		return e, transform.SameTree, err
 	}
-	own, unitArgs, err := b.bindUnit(fn, node, inst, direct, args)
+	own, unitArgs, rowArgs, noRow, err := b.bindUnit(fn, node, inst, direct, args)
 	if err != nil {
 		return nil, transform.SameTree, err
 	}
-	a := &ledgerAggregate{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l}
+	a := &ledgerAggregate{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, row: rowArgs, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l}
 	if ide, ok := e.(sql.IdExpression); ok {
 		a.id = ide.Id()
 	}
 	if w, ok := e.(sql.WindowAdaptableExpression); ok {
 		a.window = w.Window()
 	}
-	if b.plainColumn(args[0]) {
-		a.key.plain = true
-	} else if canon, models, names, pure := pureExpression(b.ctx, args[0], b.columnOf(inst)); pure {
-		a.key = bindKey{pure: true, canon: canon, models: models, names: names}
-	} else if !b.dba {
+	a.key = b.keyOf(inst, args[0])
+	if a.key.source == "" && !a.key.pure && !b.dba {
 		return nil, transform.SameTree, fmt.Errorf("access denied: %s on protected table %s: an analyst's argument may use the table's columns, literals, "+
 			"comparisons (IN, BETWEEN, LIKE too), arithmetic, AND/OR/NOT, CASE, IF, COALESCE, CAST, LDP_VECTOR and PREDICT of a named model, and nothing else (no other "+
 			"table, variable or function), not %s", fn, inst.budget.TableRef, args[0])
 	}
+	a.key.noRow = noRow
 	if a.strict {
 		a.args[0] = &guarded{inner: a.args[0]}
 	}
@@ -502,9 +607,11 @@ type ledgerRelease struct {
 	fn     string           // upper-case function name
 	args   []sql.Expression // the function's arguments (no unit key); args[0] is the protected value
 	units  []sql.Expression // the unit key
+	row    []sql.Expression // the row's primary key, where the unit key does not identify the row (memoisation)
 	table  engine.TableRef
 	strict bool // analyst: invalid values are released as the default input, never quoted in an error
 	ledger *engine.Ledger
+	key    bindKey // what is released, for memoisation
 
 	encode  *LDPEncode // the function, for its configuration: one of the three is set
 	flip    *FlipLabel
@@ -520,7 +627,7 @@ func (r *ledgerRelease) Description() string          { return "a release charge
 func (r *ledgerRelease) IsNullable(*sql.Context) bool { return true }
 func (r *ledgerRelease) IsNonDeterministic() bool     { return true }
 func (r *ledgerRelease) Children() []sql.Expression {
-	return append(append([]sql.Expression{}, r.args...), r.units...)
+	return append(append(append([]sql.Expression{}, r.args...), r.units...), r.row...)
 }
 func (r *ledgerRelease) BatchArgs() []sql.Expression { return r.Children() }
 
@@ -556,12 +663,14 @@ func (r *ledgerRelease) String() string {
 }
 
 func (r *ledgerRelease) WithChildren(_ *sql.Context, children ...sql.Expression) (sql.Expression, error) {
-	if len(children) != len(r.args)+len(r.units) {
-		return nil, sql.ErrInvalidChildrenNumber.New(r, len(children), len(r.args)+len(r.units))
+	na, nu := len(r.args), len(r.units)
+	if len(children) != na+nu+len(r.row) {
+		return nil, sql.ErrInvalidChildrenNumber.New(r, len(children), na+nu+len(r.row))
 	}
 	nr := *r
-	nr.args = append([]sql.Expression{}, children[:len(r.args)]...)
-	nr.units = append([]sql.Expression{}, children[len(r.args):]...)
+	nr.args = append([]sql.Expression{}, children[:na]...)
+	nr.units = append([]sql.Expression{}, children[na:na+nu]...)
+	nr.row = append([]sql.Expression{}, children[na+nu:]...)
 	return &nr, nil
 }
 
@@ -579,20 +688,70 @@ func (r *ledgerRelease) EvalBatch(ctx *sql.Context, rows [][]any) ([]any, error)
 		return nil, fmt.Errorf("%s: table %s is no longer protected; run the statement again", r.fn, r.table)
 	}
 	units := make([]string, len(rows))
+	what := releaseWhat{source: r.key.sourceOf(ctx)}
+	if len(r.row) > 0 {
+		what.rows = make([]string, len(rows))
+	}
+	na, nu := len(r.args), len(r.units)
 	for i, a := range rows {
-		u, err := engine.UnitKey(a[len(r.args):]...)
+		u, err := engine.UnitKey(a[na : na+nu]...)
 		if err != nil {
 			return nil, fmt.Errorf("%s on protected table %s: %w (a NULL unit_key names no unit)", r.fn, r.table, err)
 		}
 		units[i] = u
+		if what.rows != nil {
+			if what.rows[i], err = engine.UnitKey(a[na+nu:]...); err != nil {
+				return nil, fmt.Errorf("%s on protected table %s: the row's primary key: %w", r.fn, r.table, err)
+			}
+		}
 	}
 	switch {
 	case r.encode != nil:
-		return r.evalEncode(ctx, c, b, rows, units)
+		return r.evalEncode(ctx, c, b, rows, units, what)
 	case r.laplace != nil:
-		return r.evalLaplace(ctx, c, b, rows, units)
+		return r.evalLaplace(ctx, c, b, rows, units, what)
 	}
-	return r.evalFlip(ctx, c, b, rows, units)
+	return r.evalFlip(ctx, c, b, rows, units, what)
+}
+
+// releaseWhat is what a call releases, for the memo keys (engine.ReleaseDigest): the source — the
+// released column(s) or expression by identity, "" where the releases cannot be memoised — and each
+// release's row within its unit (nil where every unit is one row).
+type releaseWhat struct {
+	source string
+	rows   []string
+}
+
+func (w releaseWhat) row(i int) string {
+	if w.rows == nil {
+		return ""
+	}
+	return w.rows[i]
+}
+
+// pick is w for the releases at positions idx.
+func (w releaseWhat) pick(idx []int) releaseWhat {
+	if w.rows == nil {
+		return w
+	}
+	out := releaseWhat{source: w.source, rows: make([]string, len(idx))}
+	for k, i := range idx {
+		out.rows[k] = w.rows[i]
+	}
+	return out
+}
+
+// digests are the memo keys' digests of n releases of w through mechanism (all "" where w is not
+// memoisable).
+func (w releaseWhat) digests(n int, mechanism, randomiser string, eps float64, k int, params ...float64) []string {
+	out := make([]string, n)
+	if w.source == "" {
+		return out // not memoisable: never looked up, never recorded for reuse
+	}
+	for i := range out {
+		out[i] = engine.ReleaseDigest(w.source, w.row(i), mechanism, randomiser, eps, k, params...)
+	}
+	return out
 }
 
 // invalidValue is what guarded evaluates to when the protected argument fails: an analyst gets the
@@ -645,7 +804,7 @@ func isDefault(v any) bool {
 	return v == nil || invalid
 }
 
-func (r *ledgerRelease) evalEncode(ctx *sql.Context, c *collector, b engine.Budget, rows [][]any, units []string) ([]any, error) {
+func (r *ledgerRelease) evalEncode(ctx *sql.Context, c *collector, b engine.Budget, rows [][]any, units []string, what releaseWhat) ([]any, error) {
 	fn := r.fn
 	out := make([]any, len(rows))
 	groups := map[encodeGroup][]int{}
@@ -696,7 +855,7 @@ func (r *ledgerRelease) evalEncode(ctx *sql.Context, c *collector, b engine.Budg
 			}
 			vecs[k] = vec
 		}
-		released, err := c.releaseVectors(ctx, b, fn, mech, g.randomiser, g.eps, gunits, vecs)
+		released, err := c.releaseVectors(ctx, b, fn, mech, g.randomiser, g.eps, gunits, what.pick(idx), vecs)
 		if err != nil {
 			return nil, err
 		}
@@ -711,7 +870,7 @@ func (r *ledgerRelease) evalEncode(ctx *sql.Context, c *collector, b engine.Budg
 	return out, nil
 }
 
-func (r *ledgerRelease) evalFlip(ctx *sql.Context, c *collector, b engine.Budget, rows [][]any, units []string) ([]any, error) {
+func (r *ledgerRelease) evalFlip(ctx *sql.Context, c *collector, b engine.Budget, rows [][]any, units []string, what releaseWhat) ([]any, error) {
 	const fn = "FLIP_LABEL"
 	out := make([]any, len(rows))
 	type group struct {
@@ -753,7 +912,7 @@ func (r *ledgerRelease) evalFlip(ctx *sql.Context, c *collector, b engine.Budget
 		g.idx, g.ys, g.units = append(g.idx, i), append(g.ys, y), append(g.units, units[i])
 	}
 	for _, g := range order {
-		released, err := c.releaseLabels(ctx, b, fn, g.krr, g.units, g.ys)
+		released, err := c.releaseLabels(ctx, b, fn, g.krr, g.units, what.pick(g.idx), g.ys)
 		if err != nil {
 			return nil, err
 		}
@@ -765,8 +924,8 @@ func (r *ledgerRelease) evalFlip(ctx *sql.Context, c *collector, b engine.Budget
 }
 
 // evalLaplace releases LDP_LAPLACE(x, eps, lo, hi): the input is x clipped to [lo, hi] (a NULL x, or an
-// analyst's invalid one, is the midpoint), so values that clip alike share a memoised release.
-func (r *ledgerRelease) evalLaplace(ctx *sql.Context, c *collector, b engine.Budget, rows [][]any, units []string) ([]any, error) {
+// analyst's invalid one, is the midpoint).
+func (r *ledgerRelease) evalLaplace(ctx *sql.Context, c *collector, b engine.Budget, rows [][]any, units []string, what releaseWhat) ([]any, error) {
 	const fn = "LDP_LAPLACE"
 	out := make([]any, len(rows))
 	type group struct {
@@ -808,21 +967,16 @@ func (r *ledgerRelease) evalLaplace(ctx *sql.Context, c *collector, b engine.Bud
 		g.idx, g.xs, g.units = append(g.idx, i), append(g.xs, x), append(g.units, units[i])
 	}
 	for _, g := range order {
-		digests := make([]string, len(g.xs))
-		for k, x := range g.xs {
-			in := binary.LittleEndian.AppendUint64(nil, math.Float64bits(x))
-			in = binary.LittleEndian.AppendUint64(in, math.Float64bits(g.key.lo))
-			in = binary.LittleEndian.AppendUint64(in, math.Float64bits(g.key.hi))
-			digests[k] = engine.InputDigest(in, "laplace", "laplace", g.key.eps, 0)
-		}
+		w := what.pick(g.idx)
+		digests := w.digests(len(g.xs), "laplace", "laplace", g.key.eps, 0, g.key.lo, g.key.hi)
 		src := mechanisms.NewCryptoSource()
-		rels, err := c.releaseKeyed(ctx, b, fn, "laplace", "laplace", g.key.eps, g.units, digests, false, func(k int) ([]byte, error) {
+		rels, err := c.releaseKeyed(ctx, b, fn, "laplace", "laplace", g.key.eps, g.units, digests, w.source != "", eachFresh(func(k int) ([]byte, error) {
 			y, err := g.key.mech.AddNoiseScalar(g.xs[k], src)
 			if err != nil {
 				return nil, err
 			}
 			return binary.LittleEndian.AppendUint64(nil, math.Float64bits(y)), nil
-		})
+		}))
 		if err != nil {
 			return nil, err
 		}
@@ -846,11 +1000,13 @@ func (r *ledgerRelease) evalLaplace(ctx *sql.Context, c *collector, b engine.Bud
 //
 //	b, protected := p.e.Ledger.Budget(engine.TableRef{Database: db, Table: table})
 //	c := newCollector(p.e.Ledger, user(ctx))
-//	bits, err := c.releaseLabels(ctx, b, "TRAIN_NOISY_CLASSIFIER", krr2, units, correct) // k-RR, K = 2; memoised in memoise mode
+//	what := releaseWhat{source: columnsSource(columnCanon("y")), rows: rowKeys}     // what is released, never its value
+//	bits, err := c.releaseLabels(ctx, b, "TRAIN_NOISY_CLASSIFIER", krr2, units, what, correct) // k-RR, K = 2; memoised in memoise mode
 //	...                                                                                 // nothing derived from bits leaves yet
 //	err = c.commit(ctx)                                                                 // a *engine.BudgetError: return nothing
 //
-// with units from engine.UnitKey(values of b.UnitColumns...).
+// with units from engine.UnitKey(values of b.UnitColumns...) and, where the unit columns do not include
+// the primary key, rowKeys from engine.UnitKey(values of the primary key...).
 type collector struct {
 	ledger *engine.Ledger
 	by     string
@@ -886,19 +1042,17 @@ func (c *collector) commit(ctx context.Context) error {
 	return c.ledger.Charge(ctx, c.by, charges)
 }
 
-// mechanismID identifies a mechanism in input digests: a mechanism registered again (another binary or
+// mechanismID identifies a mechanism in memo keys: a mechanism registered again (another binary or
 // model under the same name) does not return the releases of the old one.
 func mechanismID(m *resolvedMechanism) string {
 	return m.record.Name + "@" + m.record.SHA256 + "@" + m.record.Model + "@" + m.record.RegisteredAt.UTC().Format(time.RFC3339Nano)
 }
 
-// lookup splits keys into those already released (memoise mode: in this statement, then in the ledger)
-// and the misses; hits maps the position to the recorded release bytes.
+// lookup splits keys into those already released (in this statement, then in the ledger) and the
+// misses; hits maps the position to the recorded release bytes. Only for releases memoised in memoise
+// mode.
 func (c *collector) lookup(ctx context.Context, b engine.Budget, units, digests []string) (map[int][]byte, error) {
 	hits := map[int][]byte{}
-	if b.Mode != engine.BudgetMemoise {
-		return hits, nil
-	}
 	tk := strings.ToLower(b.TableRef.String())
 	var ask []engine.MemoKey
 	var askAt []int
@@ -926,7 +1080,8 @@ func (c *collector) lookup(ctx context.Context, b engine.Budget, units, digests 
 	return hits, nil
 }
 
-// record adds fresh releases to the statement's charges (and, in memoise mode, to its memo).
+// record adds fresh releases to the statement's charges (and, in memoise mode, those it may return
+// again to its memo).
 func (c *collector) record(b engine.Budget, charges []engine.Charge) {
 	tk := strings.ToLower(b.TableRef.String())
 	c.mu.Lock()
@@ -939,111 +1094,53 @@ func (c *collector) record(b engine.Budget, charges []engine.Charge) {
 	c.charges = append(c.charges, charges...)
 }
 
-// releaseVectors releases one feature vector per unit of protected table b through mech at eps (a nil
-// row is the default input, the zero vector), reusing memoised releases and collecting the charges of
-// fresh ones. Within one call, memoise mode releases a repeated (unit, value) once.
+// releaseVectors releases one feature vector per row of protected table b through mech at eps (a nil
+// row is the default input, the zero vector), reusing memoised releases of what (in memoise mode) and
+// collecting the charges of fresh ones.
 func (c *collector) releaseVectors(ctx context.Context, b engine.Budget, fn string, mech *resolvedMechanism, randomiser string, eps float64,
-	units []string, rows [][]float32) ([][]float64, error) {
+	units []string, what releaseWhat, rows [][]float32) ([][]float64, error) {
 	if _, err := mech.randomiser(randomiser, eps); err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	mid := mechanismID(mech)
-	digests := make([]string, len(rows))
 	for i, v := range rows {
 		if v == nil {
-			v = make([]float32, mech.desc.InputDim)
-			rows[i] = v
+			rows[i] = make([]float32, mech.desc.InputDim)
 		}
-		digests[i] = engine.InputDigest(PackVector(v), mid, randomiser, eps, 0)
 	}
-	hits, err := c.lookup(ctx, b, units, digests)
+	digests := what.digests(len(rows), mechanismID(mech), randomiser, eps, 0)
+	rels, err := c.releaseKeyed(ctx, b, fn, mech.record.Name, randomiser, eps, units, digests, what.source != "", func(fresh []int) ([][]byte, error) {
+		in := make([][]float32, len(fresh))
+		for k, i := range fresh {
+			in[k] = rows[i]
+		}
+		released, err := mech.privatise(ctx, in, randomiser, eps)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]byte, len(released))
+		for k, v := range released {
+			out[k] = packFloat64s(v)
+		}
+		return out, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
 	out := make([][]float64, len(rows))
-	for i, rel := range hits {
+	for i, rel := range rels {
 		if out[i], err = unpackFloat64s(rel, mech.desc.OutputDim); err != nil {
 			return nil, fmt.Errorf("%s: memoised release of unit %s of %s: %w", fn, units[i], b.TableRef, err)
 		}
 	}
-	// The misses, each (unit, digest) once in memoise mode.
-	first := map[[2]string]int{}
-	var fresh []int
-	var freshRows [][]float32
-	var dups [][2]int
-	for i := range rows {
-		if _, hit := hits[i]; hit {
-			continue
-		}
-		if b.Mode == engine.BudgetMemoise {
-			k := [2]string{units[i], digests[i]}
-			if j, ok := first[k]; ok {
-				dups = append(dups, [2]int{i, j})
-				continue
-			}
-			first[k] = i
-		}
-		fresh = append(fresh, i)
-		freshRows = append(freshRows, rows[i])
-	}
-	if len(fresh) > 0 {
-		released, err := mech.privatise(ctx, freshRows, randomiser, eps)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", fn, err)
-		}
-		charges := make([]engine.Charge, len(fresh))
-		for k, i := range fresh {
-			out[i] = released[k]
-			charges[k] = engine.Charge{Table: b.TableRef, Unit: units[i], Eps: eps, Function: fn, Mechanism: mech.record.Name,
-				Randomiser: randomiser, Digest: digests[i], Release: packFloat64s(released[k])}
-		}
-		c.record(b, charges)
-	}
-	for _, d := range dups {
-		out[d[0]] = out[d[1]]
-	}
 	return out, nil
 }
 
-// releaseLabels releases one label per unit of protected table b by k-RR (a negative label is the
+// releaseLabels releases one label per row of protected table b by k-RR (a negative label is the
 // default: a label drawn uniformly from 0..K-1), like releaseVectors.
-func (c *collector) releaseLabels(ctx context.Context, b engine.Budget, fn string, krr *mechanisms.KRR, units []string, ys []int) ([]int, error) {
-	return c.releaseLabelsKeyed(ctx, b, fn, krr, units, ys, valueKey)
-}
-
-// releaseKey says how releases are keyed for memoisation (see digestOf).
-type releaseKey struct {
-	// tag is "" for a release keyed by its input value alone (FLIP_LABEL, a plain column), else a digest
-	// of the expression that computed the input (expressionTag): the same value of another expression
-	// is another release.
-	tag string
-	// noMemo: the release is never returned again (an expression whose value the ledger cannot pin
-	// down: it may change while its text does not); every one is fresh and charged.
-	noMemo bool
-}
-
-var valueKey = releaseKey{}
-
-// mechanism is the mechanism field of the input digest.
-func (k releaseKey) mechanism(m string) string {
-	if k.tag == "" {
-		return m
-	}
-	return m + " of expression " + k.tag
-}
-
-// releaseLabelsKeyed is releaseLabels with the memoisation key k.
-func (c *collector) releaseLabelsKeyed(ctx context.Context, b engine.Budget, fn string, krr *mechanisms.KRR, units []string, ys []int, k releaseKey) ([]int, error) {
-	digests := make([]string, len(ys))
-	for i, y := range ys {
-		in := []byte("default")
-		if y >= 0 {
-			in = binary.LittleEndian.AppendUint64(nil, uint64(y))
-		}
-		digests[i] = engine.InputDigest(in, k.mechanism("k-rr"), "k-rr", krr.Epsilon(), krr.K())
-	}
+func (c *collector) releaseLabels(ctx context.Context, b engine.Budget, fn string, krr *mechanisms.KRR, units []string, what releaseWhat, ys []int) ([]int, error) {
+	digests := what.digests(len(ys), "k-rr", "k-rr", krr.Epsilon(), krr.K())
 	src := mechanisms.NewCryptoSource()
-	rels, err := c.releaseKeyed(ctx, b, fn, "k-rr", "k-rr", krr.Epsilon(), units, digests, k.noMemo, func(i int) ([]byte, error) {
+	rels, err := c.releaseKeyed(ctx, b, fn, "k-rr", "k-rr", krr.Epsilon(), units, digests, what.source != "", eachFresh(func(i int) ([]byte, error) {
 		var out int
 		if ys[i] < 0 {
 			out = mechanisms.IntN(src, krr.K())
@@ -1054,7 +1151,7 @@ func (c *collector) releaseLabelsKeyed(ctx context.Context, b engine.Budget, fn 
 			}
 		}
 		return binary.LittleEndian.AppendUint64(nil, uint64(int64(out))), nil
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -1068,14 +1165,34 @@ func (c *collector) releaseLabelsKeyed(ctx context.Context, b engine.Budget, fn 
 	return out, nil
 }
 
-// releaseKeyed releases one value per unit of protected table b: the recorded release where memoise
-// mode has one (in this statement or in the ledger) for the unit and input digest, else a fresh one
-// from draw(i), whose charge (eps, mechanism and randomiser as given) it collects. Within one call,
-// memoise mode releases a repeated (unit, digest) once. With noMemo nothing is looked up or reused and
-// the fresh releases are recorded without their bytes (they cannot be returned again).
-func (c *collector) releaseKeyed(ctx context.Context, b engine.Budget, fn, mechanism, randomiser string, eps float64, units, digests []string, noMemo bool,
-	draw func(i int) ([]byte, error)) ([][]byte, error) {
-	memoise := b.Mode == engine.BudgetMemoise && !noMemo
+// eachFresh makes a draw function for releaseKeyed from one that draws the release at position i.
+func eachFresh(draw func(i int) ([]byte, error)) func(fresh []int) ([][]byte, error) {
+	return func(fresh []int) ([][]byte, error) {
+		out := make([][]byte, len(fresh))
+		for k, i := range fresh {
+			rel, err := draw(i)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = rel
+		}
+		return out, nil
+	}
+}
+
+// releaseKeyed releases one value per row of protected table b. Where the releases are memoisable (their
+// digests name what is released: see releaseWhat) and the table is in memoise mode, a release whose unit
+// and digest were released before (in this statement or in the ledger) is returned as recorded, a
+// repeated one within the call is made once, and the others are drawn fresh; otherwise every release
+// is drawn fresh. draw(fresh) makes the releases at positions fresh; their charges (eps, mechanism and
+// randomiser as given) are collected, with their bytes where they are memoisable (so that memoise mode
+// returns them later, also after a switch from charge mode) and without otherwise.
+//
+// Whether a release is looked up, and what it is looked up under, never depends on the released value:
+// the digests name the column and the row, not the value in it.
+func (c *collector) releaseKeyed(ctx context.Context, b engine.Budget, fn, mechanism, randomiser string, eps float64, units, digests []string, memoisable bool,
+	draw func(fresh []int) ([][]byte, error)) ([][]byte, error) {
+	memoise := memoisable && b.Mode == engine.BudgetMemoise
 	hits := map[int][]byte{}
 	if memoise {
 		var err error
@@ -1088,7 +1205,8 @@ func (c *collector) releaseKeyed(ctx context.Context, b engine.Budget, fn, mecha
 		out[i] = rel
 	}
 	first := map[[2]string]int{}
-	var charges []engine.Charge
+	var fresh []int
+	var dups [][2]int
 	for i := range units {
 		if _, hit := hits[i]; hit {
 			continue
@@ -1096,24 +1214,35 @@ func (c *collector) releaseKeyed(ctx context.Context, b engine.Budget, fn, mecha
 		if memoise {
 			k := [2]string{units[i], digests[i]}
 			if j, ok := first[k]; ok {
-				out[i] = out[j]
+				dups = append(dups, [2]int{i, j})
 				continue
 			}
 			first[k] = i
 		}
-		rel, err := draw(i)
+		fresh = append(fresh, i)
+	}
+	if len(fresh) > 0 {
+		rels, err := draw(fresh)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", fn, err)
 		}
-		out[i] = rel
-		ch := engine.Charge{Table: b.TableRef, Unit: units[i], Eps: eps, Function: fn, Mechanism: mechanism,
-			Randomiser: randomiser, Digest: digests[i], Release: rel}
-		if noMemo {
-			ch.Release = nil
+		if len(rels) != len(fresh) {
+			return nil, fmt.Errorf("%s: %d releases for %d inputs", fn, len(rels), len(fresh))
 		}
-		charges = append(charges, ch)
+		charges := make([]engine.Charge, len(fresh))
+		for k, i := range fresh {
+			out[i] = rels[k]
+			charges[k] = engine.Charge{Table: b.TableRef, Unit: units[i], Eps: eps, Function: fn, Mechanism: mechanism,
+				Randomiser: randomiser, Digest: digests[i], Release: rels[k]}
+			if !memoisable {
+				charges[k].Release = nil
+			}
+		}
+		c.record(b, charges)
 	}
-	c.record(b, charges)
+	for _, d := range dups {
+		out[d[0]] = out[d[1]]
+	}
 	return out, nil
 }
 

@@ -36,30 +36,33 @@ import (
 // a NULL (or, for an analyst, invalid) value is not skipped but released as the default input (a
 // uniformly drawn bit or label), so the count of rows is not a function of the data.
 //
-// Memoisation (memoise mode) is keyed by the unit and a digest of what is released:
+// Memoisation (memoise mode) is keyed by the unit, the row and what is released, never by its value
+// (engine.ReleaseDigest; see ledger.go):
 //
-//   - the released argument is a plain column: its value, ε and K, exactly as FLIP_LABEL keys its
+//   - the released argument is a plain column: the column, ε and K, exactly as FLIP_LABEL keys its
 //     releases, so PRIVATE_ACCURACY(y, ε), RR_FREQUENCY(y, ε, 2, …) and FLIP_LABEL(y, ε, 2) share them;
-//   - it is an expression (PREDICT('m', f) = y): its value, ε, K and a digest of the expression itself
-//     (expressionTag: its canonical text, the identity — checksum and mechanism — of each model it
-//     applies, and the session settings that evaluation depends on). Validating the same model on the
-//     same rows again costs nothing; another model, or any other expression, is a fresh release.
+//   - it is an expression (PREDICT('m', f) = y): a digest of the expression itself (expressionTag: its
+//     canonical text, the identity — checksum and mechanism — of each model it applies, and the session
+//     settings that evaluation depends on), ε and K. Validating the same model on the same rows again
+//     costs nothing; another model, or any other expression, is a fresh release.
 //
-// Why not the value alone (memoising the evaluated bit, as for a column): an expression's bit is a
-// function of the row that the analyst chooses. Keyed by value alone a unit would have just two memoised
-// releases, r0 and r1, paid for once (2ε); every later expression e — `z > 50`, `z > 25`, … on one unit
-// (WHERE id = 5) — would return r_{e(row)} for free, and whenever r0 ≠ r1 (probability ≥ 1/2) that
-// reveals e(row) exactly: a binary search for z at a total cost of 2ε. Keyed by the expression, each
-// distinct expression is its own release and is charged; repeating one reveals nothing new. An
-// expression whose value the ledger cannot pin to its text (it reads a column of another table, a
-// variable, or a function outside the allow-list of pureExpression) is released without memoisation:
-// every release fresh and charged. An analyst may pass only pure expressions of the protected row.
+// Why not the value (the evaluated bit): an expression's bit is a function of the row that the analyst
+// chooses. Keyed by value a unit would have just two memoised releases, r0 and r1, paid for once (2ε);
+// every later expression e — `z > 50`, `z > 25`, … on one unit (WHERE id = 5) — would return r_{e(row)}
+// for free, and whenever r0 ≠ r1 (probability ≥ 1/2) that reveals e(row) exactly: a binary search for z
+// at a total cost of 2ε; and once the budget is spent, a hit (success) versus a miss (refusal) would
+// reveal e(row) outright. Keyed by the expression, each distinct expression is its own release and is
+// charged; repeating one reveals nothing new. An expression whose value the ledger cannot pin to its
+// text (it reads a column of another table, a variable, or a function outside the allow-list of
+// pureExpression) is released without memoisation: every release fresh and charged. An analyst may
+// pass only pure expressions of the protected row.
 
 // ledgerAggregate is PRIVATE_ACCURACY or RR_FREQUENCY bound to the ledger (see above).
 type ledgerAggregate struct {
 	fn     string           // upper-case function name
 	args   []sql.Expression // the function's arguments (no unit key); args[0] is the released value
 	units  []sql.Expression // the unit key
+	row    []sql.Expression // the row's primary key, where the unit key does not identify the row (memoisation)
 	table  engine.TableRef
 	strict bool // analyst: invalid values are released as the default input, never quoted in an error
 	ledger *engine.Ledger
@@ -69,13 +72,69 @@ type ledgerAggregate struct {
 	window *sql.WindowDefinition
 }
 
-// bindKey is what the bind rule knows of the released argument, for memoisation.
+// bindKey is what the bind rule knows of the released argument, for memoisation: what is released, by
+// identity (never its value).
 type bindKey struct {
-	plain  bool       // a plain column of the protected row: keyed by its value
-	pure   bool       // else a pure expression of the row (pureExpression): keyed by value and expressionTag
+	source string     // a column or LDP_VECTOR of columns of the protected row: columnsSource of its canonical text
+	pure   bool       // else a pure expression of the row (pureExpression): keyed by expressionTag
 	canon  string     // the expression's canonical text (pure only)
 	models []*Predict // the PREDICT calls whose models' identities complete the tag
 	names  []string   // their (literal) model names
+	noRow  bool       // the row within its unit cannot be identified (see bindUnit): never memoised
+}
+
+// columnsSource is the source of the memo key (engine.ReleaseDigest) of a release of the columns whose
+// canonical text (pureExpression) is canon: "col(y)" for the column y, an LDP_VECTOR of columns for
+// several. ldp_privatize's releases of a column use it too, so they share LDP_ENCODE's and FLIP_LABEL's.
+func columnsSource(canon string) string { return "columns " + canon }
+
+// columnCanon is pureExpression's canonical text of a column of the protected row.
+func columnCanon(name string) string { return "col(" + strings.ToLower(name) + ")" }
+
+// keyOf says what a release of arg (reading inst) releases: the columns it names, the expression (pure
+// ones only), or nothing that can be pinned down (never memoised).
+func (b *binder) keyOf(inst *tableInstance, arg sql.Expression) bindKey {
+	canon, models, names, pure := pureExpression(b.ctx, arg, b.columnOf(inst))
+	switch {
+	case !pure:
+		return bindKey{}
+	case columnsOnly(arg):
+		return bindKey{source: columnsSource(canon)}
+	}
+	return bindKey{pure: true, canon: canon, models: models, names: names}
+}
+
+// columnsOnly reports whether e is a column or LDP_VECTOR of columns.
+func columnsOnly(e sql.Expression) bool {
+	if g, ok := e.(*guarded); ok {
+		e = g.inner
+	}
+	switch x := e.(type) {
+	case *expression.GetField:
+		return true
+	case *LDPVector:
+		for _, c := range x.args {
+			if _, ok := c.(*expression.GetField); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// sourceOf is the source of k's memo keys (engine.ReleaseDigest), or "" where its releases are not
+// memoised.
+func (k bindKey) sourceOf(ctx *sql.Context) string {
+	switch {
+	case k.noRow:
+		return ""
+	case k.source != "":
+		return k.source
+	case k.pure:
+		return "expression " + expressionTag(ctx, k)
+	}
+	return ""
 }
 
 var _ sql.Aggregation = (*ledgerAggregate)(nil)
@@ -90,7 +149,7 @@ func (a *ledgerAggregate) IsNullable(*sql.Context) bool { return true }
 func (a *ledgerAggregate) IsNonDeterministic() bool     { return true }
 func (a *ledgerAggregate) Type(*sql.Context) sql.Type   { return types.Float64 }
 func (a *ledgerAggregate) Children() []sql.Expression {
-	return append(append([]sql.Expression{}, a.args...), a.units...)
+	return append(append(append([]sql.Expression{}, a.args...), a.units...), a.row...)
 }
 
 func (a *ledgerAggregate) Resolved() bool {
@@ -121,12 +180,14 @@ func (a *ledgerAggregate) DebugString(ctx *sql.Context) string {
 }
 
 func (a *ledgerAggregate) WithChildren(_ *sql.Context, children ...sql.Expression) (sql.Expression, error) {
-	if len(children) != len(a.args)+len(a.units) {
-		return nil, sql.ErrInvalidChildrenNumber.New(a, len(children), len(a.args)+len(a.units))
+	n, nu := len(a.args), len(a.units)
+	if len(children) != n+nu+len(a.row) {
+		return nil, sql.ErrInvalidChildrenNumber.New(a, len(children), n+nu+len(a.row))
 	}
 	na := *a
-	na.args = append([]sql.Expression{}, children[:len(a.args)]...)
-	na.units = append([]sql.Expression{}, children[len(a.args):]...)
+	na.args = append([]sql.Expression{}, children[:n]...)
+	na.units = append([]sql.Expression{}, children[n:n+nu]...)
+	na.row = append([]sql.Expression{}, children[n+nu:]...)
 	return &na, nil
 }
 
@@ -168,10 +229,10 @@ func (a *ledgerAggregate) NewBuffer(ctx *sql.Context) (sql.AggregationBuffer, er
 
 // aggQueue is the releases an aggregate's buffers have asked for and not yet made.
 type aggQueue struct {
-	a   *ledgerAggregate
-	c   *collector
-	b   engine.Budget
-	key releaseKey
+	a      *ledgerAggregate
+	c      *collector
+	b      engine.Budget
+	source string // the memo keys' source ("": not memoised)
 
 	mu      sync.Mutex
 	pending []pendingRelease
@@ -180,7 +241,8 @@ type aggQueue struct {
 type pendingRelease struct {
 	buf  *ledgerAggBuffer
 	unit string
-	y    int // the input; -1 for the default
+	row  string // the row within its unit ("" where the unit is the row)
+	y    int    // the input; -1 for the default
 	krr  *mechanisms.KRR
 }
 
@@ -196,14 +258,7 @@ func (c *collector) aggQueue(ctx *sql.Context, a *ledgerAggregate) (*aggQueue, e
 	if !ok {
 		return nil, fmt.Errorf("%s: table %s is no longer protected; run the statement again", a.fn, a.table)
 	}
-	q = &aggQueue{a: a, c: c, b: b}
-	switch {
-	case a.key.plain:
-	case a.key.pure:
-		q.key.tag = expressionTag(ctx, a.key)
-	default:
-		q.key.noMemo = true
-	}
+	q = &aggQueue{a: a, c: c, b: b, source: a.key.sourceOf(ctx)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.queues == nil {
@@ -254,11 +309,12 @@ func (q *aggQueue) flush(ctx *sql.Context) error {
 	q.pending = nil
 	for _, g := range order {
 		units := make([]string, len(g.items))
+		what := releaseWhat{source: q.source, rows: make([]string, len(g.items))}
 		ys := make([]int, len(g.items))
 		for i, p := range g.items {
-			units[i], ys[i] = p.unit, p.y
+			units[i], what.rows[i], ys[i] = p.unit, p.row, p.y
 		}
-		released, err := q.c.releaseLabelsKeyed(ctx, q.b, q.a.fn, g.krr, units, ys, q.key)
+		released, err := q.c.releaseLabels(ctx, q.b, q.a.fn, g.krr, units, what, ys)
 		if err != nil {
 			return err
 		}
@@ -341,9 +397,16 @@ func (b *ledgerAggBuffer) Update(ctx *sql.Context, row sql.Row) error {
 			}
 		}
 	}
-	unit, err := engine.UnitKey(vals[len(a.args):]...)
+	n, nu := len(a.args), len(a.units)
+	unit, err := engine.UnitKey(vals[n : n+nu]...)
 	if err != nil {
 		return fmt.Errorf("%s on protected table %s: %w (a NULL unit_key names no unit)", fn, a.table, err)
+	}
+	rowKey := ""
+	if len(a.row) > 0 {
+		if rowKey, err = engine.UnitKey(vals[n+nu:]...); err != nil {
+			return fmt.Errorf("%s on protected table %s: the row's primary key: %w", fn, a.table, err)
+		}
 	}
 	y := -1 // the default: a uniformly drawn bit or label
 	if v := vals[0]; !isDefault(v) {
@@ -362,7 +425,7 @@ func (b *ledgerAggBuffer) Update(ctx *sql.Context, row sql.Row) error {
 			return err
 		}
 	}
-	return b.q.add(ctx, pendingRelease{buf: b, unit: unit, y: y, krr: b.krr})
+	return b.q.add(ctx, pendingRelease{buf: b, unit: unit, row: rowKey, y: y, krr: b.krr})
 }
 
 // Eval implements sql.AggregationBuffer: the Warner-debiased share of the class among the group's
@@ -481,7 +544,7 @@ func pureExpression(ctx *sql.Context, e sql.Expression, columnOf func(*expressio
 				ok = false
 				return
 			}
-			sb.WriteString("col(" + col + ")")
+			sb.WriteString(columnCanon(col))
 			return
 		case *expression.Literal:
 			fmt.Fprintf(&sb, "lit(%s,%T,%s)", x.Type(ctx).String(), x.Value(), literalText(x.Value()))

@@ -218,11 +218,12 @@ func TestLedgerRRFrequencyAndLaplace(t *testing.T) {
 		t.Fatalf("charge mode over budget: %v", err)
 	}
 
-	// A DBA's explicit unit: every row of c2 is unit 'all'; in memoise mode each distinct value of the
-	// unit is released once (y is 0 or 1: two releases at ε 0.25).
+	// A DBA's explicit unit: every row of c2 is unit 'all'; in memoise mode each row is its own release
+	// (keyed by its primary key, never by its value), shared by RR_FREQUENCY and PRIVATE_ACCURACY of the
+	// same column: two rows, two releases at ε 0.25.
 	l.fillT("c2", 40)
 	l.q("CALL ldp_set_budget('c2', 1)")
-	l.q("SELECT RR_FREQUENCY(y, 0.25, 2, 1, 'all'), PRIVATE_ACCURACY(y, 0.25, 'all') FROM c2")
+	l.q("SELECT RR_FREQUENCY(y, 0.25, 2, 1, 'all'), PRIVATE_ACCURACY(y, 0.25, 'all') FROM c2 WHERE id < 2")
 	if s := l.spent("c2"); len(s) != 1 || s["all"] != 0.5 {
 		t.Fatalf("explicit unit: %v", s)
 	}

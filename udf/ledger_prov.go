@@ -312,30 +312,9 @@ func (inst *tableInstance) columnName(gf *expression.GetField) string {
 	return "?"
 }
 
-// plainColumn reports whether e is a column (possibly through derived tables) of the protected row.
-func (b *binder) plainColumn(e sql.Expression) bool {
-	if g, ok := e.(*guarded); ok {
-		e = g.inner
-	}
-	for depth := 0; depth < maxProvenanceDepth; depth++ {
-		gf, ok := e.(*expression.GetField)
-		if !ok {
-			return false
-		}
-		if b.pt.byCol[gf.Id()] != nil {
-			return true
-		}
-		p := b.prov[gf.Id()]
-		if p == nil || !p.rowwise || len(p.alts) != 1 {
-			return false
-		}
-		e = p.alts[0]
-	}
-	return false
-}
-
-// columnOf is pureExpression's view of a column reference: the protected column of inst it reads
-// row-wise (through derived tables), as "db.table.column", or "".
+// columnOf is pureExpression's view of a column reference: the name of the protected column of inst it
+// reads row-wise (through derived tables), or "". (The name alone: a memo key is looked up in its table's
+// record, which follows the table through RENAME TABLE.)
 func (b *binder) columnOf(inst *tableInstance) func(gf *expression.GetField) string {
 	return func(gf *expression.GetField) string {
 		var e sql.Expression = gf
@@ -345,7 +324,7 @@ func (b *binder) columnOf(inst *tableInstance) func(gf *expression.GetField) str
 				return "" // an expression in a derived table: not followed (fresh releases, no harm)
 			}
 			if b.pt.byCol[x.Id()] == inst {
-				return strings.ToLower(inst.budget.TableRef.String() + "." + inst.cols[x.Id()].Name)
+				return strings.ToLower(inst.cols[x.Id()].Name)
 			}
 			p := b.prov[x.Id()]
 			if p == nil || !p.rowwise || len(p.alts) != 1 {
@@ -357,19 +336,23 @@ func (b *binder) columnOf(inst *tableInstance) func(gf *expression.GetField) str
 	}
 }
 
-// unitRefs returns the expressions that read the unit key of inst in the scope of node (the Project or
-// GroupBy that holds the release): the unit columns themselves when the release reads inst directly,
-// else the columns of a derived table (or view, CTE) in node's FROM that carry them row-wise.
-func (b *binder) unitRefs(fn string, node sql.Node, inst *tableInstance, direct *expression.GetField) ([]sql.Expression, error) {
-	var out []sql.Expression
+// columnRefs returns the expressions that read the columns ids of inst (its unit columns or its primary
+// key) in the scope of node (the Project or GroupBy that holds the release): the columns themselves when
+// the release reads inst directly, else the columns of a derived table (or view, CTE) in node's FROM
+// that carry them row-wise; missing when a derived table does not carry one of them.
+func (b *binder) columnRefs(node sql.Node, inst *tableInstance, direct *expression.GetField, ids []sql.ColumnId) (out []sql.Expression, missing bool) {
 	if direct != nil {
-		for _, id := range inst.units {
+		for _, id := range ids {
 			c := inst.cols[id]
 			out = append(out, expression.NewGetFieldWithTable(int(id), int(inst.id), c.Type, direct.Database(), direct.Table(), c.Name, c.Nullable))
 		}
-		return out, nil
+		return out, false
 	}
-	// The visible columns of node's sources that resolve row-wise to each unit column.
+	want := map[sql.ColumnId]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	// The visible columns of node's sources that resolve row-wise to each column.
 	found := map[sql.ColumnId]sql.Expression{}
 	for _, child := range node.Children() {
 		transform.Inspect(child, func(n sql.Node) bool {
@@ -383,22 +366,21 @@ func (b *binder) unitRefs(fn string, node sql.Node, inst *tableInstance, direct 
 			}
 			for _, p := range outs {
 				gf := p.alts[0].(*expression.GetField)
-				if base := b.baseColumn(gf); base != 0 && inst.unit[base] && found[base] == nil {
+				if base := b.baseColumn(gf); base != 0 && want[base] && b.pt.byCol[base] == inst && found[base] == nil {
 					found[base] = gf
 				}
 			}
 			return true
 		})
 	}
-	for _, id := range inst.units {
+	for _, id := range ids {
 		e := found[id]
 		if e == nil {
-			return nil, fmt.Errorf("%s reads protected table %s through a derived table or view that does not select its unit columns (%s): "+
-				"select them there too, so that the release can be charged to its unit", fn, inst.budget.TableRef, strings.Join(inst.budget.UnitColumns, ", "))
+			return nil, true
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, false
 }
 
 // baseColumn follows a column row-wise through derived tables to a protected table's column (0: none).

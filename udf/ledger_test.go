@@ -241,9 +241,11 @@ func TestLedgerChargeMode(t *testing.T) {
 			t.Fatalf("unit %d: memoise after charge mode returned %d, the first release was %d", id, c[id], a[id])
 		}
 	}
-	// A DBA may charge an explicit unit: here every row belongs to one household.
-	l.q("SELECT FLIP_LABEL(y, 0.5, 2, 'household 1') FROM t")
-	if s := l.spent("t"); s["household 1"] != 1 { // two distinct labels (0 and 1), memoised per value
+	// A DBA may charge an explicit unit: here rows 0..3 belong to one household. Each row is its own
+	// release (memoised by its primary key, not by its value): 4 × ε 0.5, and a repeat is free.
+	l.q("SELECT FLIP_LABEL(y, 0.5, 2, 'household 1') FROM t WHERE id < 4")
+	l.q("SELECT FLIP_LABEL(y, 0.5, 2, 'household 1') FROM t WHERE id < 4")
+	if s := l.spent("t"); s["household 1"] != 2 {
 		t.Fatalf("explicit unit: %v", s["household 1"])
 	}
 	if rows, err := l.as("root", "SELECT FLIP_LABEL(y, 0.5, 2, NULL) FROM t"); err == nil || !strings.Contains(err.Error(), "unit") {
@@ -265,7 +267,11 @@ func TestLedgerChargeMode(t *testing.T) {
 	if _, err := l.as("root", "CALL ldp_set_budget('nokey', 1)"); err == nil || !strings.Contains(err.Error(), "no primary key") {
 		t.Fatalf("a table without a key: %v", err)
 	}
-	l.q("CALL ldp_set_budget('nokey', 1, 'memoise', 'a')")
+	// Memoise mode needs a primary key to tell a unit's rows apart (TestLedgerMemoNeedsRowIdentity).
+	if _, err := l.as("root", "CALL ldp_set_budget('nokey', 1, 'memoise', 'a')"); err == nil || !strings.Contains(err.Error(), "'charge'") {
+		t.Fatalf("memoise mode on a table without a key: %v", err)
+	}
+	l.q("CALL ldp_set_budget('nokey', 1, 'charge', 'a')")
 }
 
 // Concurrent statements cannot over-spend a unit: in charge mode, 8 statements each asking ε 1 of a unit
