@@ -139,6 +139,31 @@ func TestTrainNoisyClassifier(t *testing.T) {
 		t.Errorf("private validation accuracy %.3f, true %.3f", *rec.PrivateAccuracy, trueAcc)
 	}
 
+	// "val_fraction": 0 trains on every row for the whole epoch budget and keeps the last model; the
+	// run is recorded with the model.
+	j = trainClassifier(t, db, "d2_pca", `{"model": "m_noval", "objective": "forward", "epochs": 7, "val_fraction": 0, "seed": 5}`)
+	if j.state != "succeeded" {
+		t.Fatalf("val_fraction 0: job %s: %s", j.state, j.errMsg)
+	}
+	var noValParams string
+	if err := db.QueryRow("SELECT params, training_rows FROM ldpsql_catalog.ldp_models WHERE name = 'm_noval'").Scan(&noValParams, &rows); err != nil {
+		t.Fatal(err)
+	}
+	var noVal struct {
+		Stats struct {
+			EpochsRun   int `json:"epochs_run"`
+			BestEpoch   int `json:"best_epoch"`
+			Restarts    int `json:"restarts"`
+			BestRestart int `json:"best_restart"`
+		} `json:"training_stats"`
+	}
+	if err := json.Unmarshal([]byte(noValParams), &noVal); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 3000 || noVal.Stats.EpochsRun != 7 || noVal.Stats.BestEpoch != 7 || noVal.Stats.Restarts != 1 {
+		t.Errorf("val_fraction 0: %d training rows, stats %+v; want all 3000 rows, 7 epochs run, the last kept, one start", rows, noVal.Stats)
+	}
+
 	// PREDICT on a release (output dimension) and on raw features (input dimension) of the same rows.
 	var onRelease, onRaw sql.NullInt64
 	if err := db.QueryRow("SELECT PREDICT('m_forward', f) FROM d2_pca WHERE id = 5").Scan(&onRelease); err != nil || !onRelease.Valid {
@@ -169,6 +194,9 @@ func TestTrainNoisyClassifier(t *testing.T) {
 		{"d2", `{"model": "x6", "objective": "forward"}`, "metadata"},
 		{"nosuch", `{"model": "x7"}`, "nosuch"},
 		{"d2_pca", `not json`, "JSON"},
+		{"d2_pca", `{"model": "x8", "objective": "forward", "val_fraction": 0.5}`, "val_fraction"},
+		{"d2_pca", `{"model": "x9", "objective": "forward", "val_fraction": -0.1}`, "val_fraction"},
+		{"d2_pca", `{"model": "x10", "objective": "forward", "restarts": 0}`, "restarts"},
 	} {
 		_, err := db.Exec("SELECT TRAIN_NOISY_CLASSIFIER(?, ?)", c.table, c.params)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -44,9 +44,10 @@ import (
 //
 // The noise parameters (mechanism, randomiser, eps_x, eps_y, K, columns) come from the metadata that
 // ldp_privatize records on the table; params may repeat them, and a value that contradicts the
-// metadata is an error. The privatised rows are split (params "val_fraction", default 0.1) into a
-// training part and a validation part used for early stopping on the same noisy likelihood, which
-// spends no further privacy.
+// metadata is an error. The privatised rows are split (params "val_fraction", default 0.1; 0 for the
+// em objective, which does not validate) into a training part and a validation part used for early
+// stopping, and for choosing among restarts, on the same noisy likelihood, which spends no further
+// privacy. "val_fraction": 0 trains on every row for the whole epoch budget and keeps the last model.
 
 // ClassifierPlugin is the plugin column of a classifier in ldp_models.
 const ClassifierPlugin = "classifier"
@@ -81,12 +82,16 @@ type trainParams struct {
 	EpsX           *float64 `json:"eps_x,omitempty"`
 	EpsY           *float64 `json:"eps_y,omitempty"`
 	K              int      `json:"K"`
-	ValFraction    float64  `json:"val_fraction"`
+	// ValFraction is the share of rows held out for validation; nil: the default (0.1, or 0 for em).
+	ValFraction *float64 `json:"val_fraction,omitempty"`
 	// ValidationTable, when set, holds raw labelled rows (the validation group): after training, each
 	// row's correctness bit is released by randomised response at EpsC and the debiased accuracy is
 	// recorded with the model (thesis Sec 4.2.4). On a protected table every bit is charged to its unit.
 	ValidationTable string  `json:"validation_table,omitempty"`
 	EpsC            float64 `json:"eps_c,omitempty"`
+	// TrainingStats describes the run (training/classifier.TrainStats: epochs run, the best epoch, the
+	// resolved epochs, patience and restarts), recorded in ldp_models.params; mlp models only.
+	TrainingStats *classifier.TrainStats `json:"training_stats,omitempty"`
 	// PrivateAccuracy is the result, recorded in ldp_models.params.
 	PrivateAccuracy *float64 `json:"private_accuracy,omitempty"`
 	Seed            uint64   `json:"seed"`
@@ -280,11 +285,15 @@ func (c *classifiers) resolveParams(ctx *sql.Context, table, rawParams string) (
 			return tp, fmt.Errorf("eps_x and eps_y must be > 0, got %v", *e)
 		}
 	}
-	if tp.ValFraction == 0 {
-		tp.ValFraction = 0.1
+	if tp.ValFraction == nil {
+		def := 0.1
+		if tp.Objective == "em" {
+			def = 0 // it does not validate: train on every row
+		}
+		tp.ValFraction = &def
 	}
-	if !(tp.ValFraction > 0 && tp.ValFraction < 0.5) {
-		return tp, fmt.Errorf("val_fraction = %v must be in (0, 0.5)", tp.ValFraction)
+	if f := *tp.ValFraction; !(f >= 0 && f < 0.5) {
+		return tp, fmt.Errorf("val_fraction = %v must be in [0, 0.5) (0: no validation split, the whole epoch budget and the last model)", f)
 	}
 	if tp.ValidationTable != "" {
 		if tp.EpsC == 0 {
@@ -435,7 +444,7 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 	if len(feats) < 10 {
 		return fmt.Errorf("%s: %s has %d rows; at least 10 are needed to train and validate", fn, table, len(feats))
 	}
-	trainIdx, valIdx := splitRows(len(feats), tp.ValFraction, tp.Seed)
+	trainIdx, valIdx := splitRows(len(feats), *tp.ValFraction, tp.Seed)
 	pick := func(idx []int) ([][]float32, []int) {
 		x, y := make([][]float32, len(idx)), make([]int, len(idx))
 		for k, i := range idx {
@@ -453,7 +462,9 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 	art := classifierArtifact{Format: classifierFormat, Objective: tp.Objective, Mechanism: tp.Mechanism,
 		InputDim: mech.desc.InputDim, OutputDim: mech.desc.OutputDim, K: tp.K}
 	progress := func(p classifier.Progress) {
-		report(engine.JobProgress{Epoch: p.Epoch, Epochs: p.Epochs, Loss: p.Loss, RowsPerS: p.RowsPerSec, ETA: p.ETA})
+		// Restarts run one after another: the job's epochs count across them.
+		r, rs := max(1, p.Restart), max(1, p.Restarts)
+		report(engine.JobProgress{Epoch: (r-1)*p.Epochs + p.Epoch, Epochs: rs * p.Epochs, Loss: p.Loss, RowsPerS: p.RowsPerSec, ETA: p.ETA})
 	}
 	var r [][]float64
 	if tp.Objective == "clean" {
@@ -481,6 +492,8 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 			return err
 		}
 		art.Kind = "mlp"
+		st := m.Stats()
+		tp.TrainingStats = &st
 		if art.Model, err = m.MarshalBinary(); err != nil {
 			return err
 		}
@@ -492,6 +505,8 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 			return err
 		}
 		art.Kind = "mlp"
+		st := m.Stats()
+		tp.TrainingStats = &st
 		if art.Model, err = m.MarshalBinary(); err != nil {
 			return err
 		}
@@ -562,10 +577,13 @@ func laplaceChannels(set mechanisms.OutputSet, epsX float64) ([]spread.Channel, 
 	return nil, fmt.Errorf("output set %T has no per-coordinate Laplace channel", set)
 }
 
-// splitRows shuffles 0..n-1 with seed and cuts off the validation fraction.
+// splitRows shuffles 0..n-1 with seed and cuts off the validation fraction (none for 0).
 func splitRows(n int, valFraction float64, seed uint64) (train, val []int) {
 	perm := rand.New(rand.NewPCG(seed, 0x5eed)).Perm(n)
-	nVal := max(1, int(math.Round(valFraction*float64(n))))
+	nVal := 0
+	if valFraction > 0 {
+		nVal = max(1, int(math.Round(valFraction*float64(n))))
+	}
 	val, train = perm[:nVal], perm[nVal:]
 	sort.Ints(val)
 	sort.Ints(train)

@@ -18,6 +18,7 @@ const (
 	MaxEpochs    = 1 << 20
 	MaxBatch     = 1 << 20
 	MaxPatience  = 1 << 20
+	MaxRestarts  = 64
 	MaxLR        = 1
 	MaxInputDim  = 1 << 24
 	MaxClasses   = 1 << 16
@@ -29,24 +30,30 @@ const DefaultMemoryBudget int64 = 4 << 30
 
 // Config holds the classifier's architecture and training hyperparameters.
 //
-// Zero values of Epochs, BatchSize, Patience, LR and MemoryBudget mean the
-// defaults of [DefaultConfig]. Hidden is taken as given: empty (nil or
-// length 0) means no hidden layer, i.e. multinomial logistic regression; use
-// DefaultConfig().Hidden for the default {50}. Seed 0 is a seed like any
-// other.
+// Zero values of BatchSize, LR and MemoryBudget mean the defaults of
+// [DefaultConfig]; zero Epochs, Patience and Restarts are chosen from the
+// number of training rows when training starts (see [Config.Resolve]).
+// Hidden is taken as given: empty (nil or length 0) means no hidden layer,
+// i.e. multinomial logistic regression; use DefaultConfig().Hidden for the
+// default {50}. Seed 0 is a seed like any other.
 type Config struct {
 	// Hidden are the sizes of the ReLU hidden layers, input side first.
 	Hidden []int `json:"hidden"`
-	// Epochs is the most passes over the training rows (default 100).
+	// Epochs is the most passes over the training rows (0: automatic).
 	Epochs int `json:"epochs"`
 	// BatchSize is the number of privatised rows per Adam step (default
 	// 128). For the marginal objective every step still sums over all
 	// auxiliary points.
 	BatchSize int `json:"batch_size"`
 	// Patience is the number of epochs without a strict improvement of the
-	// validation objective after which training stops (default 5). It has
-	// no effect when the validation split is empty.
+	// validation objective after which training stops (0: automatic). It
+	// has no effect when the validation split is empty.
 	Patience int `json:"patience"`
+	// Restarts is the number of independent starts (initialisation and
+	// shuffling from Seed, Seed+1, …); the start with the best validation
+	// objective is kept (0: automatic). Without a validation split there is
+	// nothing to choose by, so only one start is made.
+	Restarts int `json:"restarts"`
 	// LR is Adam's learning rate (default 1e-3).
 	LR float64 `json:"lr"`
 	// Seed determines initialisation and shuffling.
@@ -60,16 +67,76 @@ type Config struct {
 	MemoryBudget int64 `json:"-"`
 }
 
+// The rules behind the automatic Epochs, Patience and Restarts. They are
+// counted in Adam steps, not epochs, because what stops a run too early on a
+// small table is too few steps: 500 rows in batches of 128 are 4 steps an
+// epoch, so a patience of 5 epochs gave up after 20 steps, long before the
+// noisy validation objective could show progress.
+const (
+	// AutoMinSteps: automatic Epochs allow at least this many steps ...
+	AutoMinSteps = 3000
+	// AutoMinEpochs and AutoMaxEpochs bound automatic Epochs (100 epochs, the
+	// thesis's setting, for tables of 4,300 rows or more at batch 128).
+	AutoMinEpochs = 100
+	AutoMaxEpochs = 5000
+	// AutoPatienceSteps: automatic Patience waits this many steps without
+	// improvement, and at least AutoMinPatience epochs.
+	AutoPatienceSteps = 300
+	AutoMinPatience   = 5
+	// AutoRestartRows: below this many training rows (with a validation
+	// split) automatic Restarts of the marginal objective are AutoRestarts,
+	// else 1. Small tables train fast, and there one unlucky start cost up to
+	// 40 points.
+	AutoRestartRows = 5000
+	AutoRestarts    = 3
+)
+
+// Resolve returns c with its automatic (zero) Epochs, Patience and Restarts
+// chosen for nTrain training rows of objective (ObjectiveMarginal or
+// ObjectiveForward), with or without a validation split (BatchSize must be
+// set):
+//
+//	steps per epoch = ⌈nTrain / BatchSize⌉
+//	Epochs   = clamp(⌈AutoMinSteps / steps per epoch⌉, AutoMinEpochs, AutoMaxEpochs)
+//	Patience = max(AutoMinPatience, ⌈AutoPatienceSteps / steps per epoch⌉)
+//	Restarts = AutoRestarts for the marginal objective with a validation
+//	           split and fewer than AutoRestartRows rows, else 1
+//
+// Restarts is 1 without a validation split, whatever was asked. Only the
+// marginal objective restarts by default: its validation objective models
+// the feature noise, so the start it prefers classifies clean points better;
+// measured on synthetic 540-row tables (6 seeds), choosing among 3 starts by
+// the forward objective's validation likelihood lowered the mean clean
+// accuracy from 0.998 to 0.896, while for the marginal objective on a
+// 10-class problem it raised it from 0.62 to 0.71.
+func (c Config) Resolve(nTrain int, hasVal bool, objective string) Config {
+	steps := max(1, (nTrain+c.BatchSize-1)/max(1, c.BatchSize))
+	if c.Epochs == 0 {
+		c.Epochs = min(AutoMaxEpochs, max(AutoMinEpochs, (AutoMinSteps+steps-1)/steps))
+	}
+	if c.Patience == 0 {
+		c.Patience = max(AutoMinPatience, (AutoPatienceSteps+steps-1)/steps)
+	}
+	switch {
+	case !hasVal:
+		c.Restarts = 1
+	case c.Restarts == 0 && nTrain < AutoRestartRows && objective == ObjectiveMarginal:
+		c.Restarts = AutoRestarts
+	case c.Restarts == 0:
+		c.Restarts = 1
+	}
+	return c
+}
+
 // DefaultConfig returns the thesis's downstream classifier (§9.3: one hidden
-// layer of 50 units) with Adam at learning rate 1e-3, batches of 128, at most
-// 100 epochs, early stopping after 5 epochs without improvement, seed 1 and
-// a 4 GiB precomputation budget.
+// layer of 50 units) with Adam at learning rate 1e-3, batches of 128,
+// automatic epochs, patience and restarts (see [Config.Resolve]; 100 epochs,
+// patience 5 and one start on tables of 5,000 rows or more), seed 1 and a
+// 4 GiB precomputation budget.
 func DefaultConfig() Config {
 	return Config{
 		Hidden:       []int{50},
-		Epochs:       100,
 		BatchSize:    128,
-		Patience:     5,
 		LR:           1e-3,
 		Seed:         1,
 		MemoryBudget: DefaultMemoryBudget,
@@ -79,14 +146,8 @@ func DefaultConfig() Config {
 // withDefaults fills the zero fields that have defaults and copies Hidden.
 func (c Config) withDefaults() Config {
 	def := DefaultConfig()
-	if c.Epochs == 0 {
-		c.Epochs = def.Epochs
-	}
 	if c.BatchSize == 0 {
 		c.BatchSize = def.BatchSize
-	}
-	if c.Patience == 0 {
-		c.Patience = def.Patience
 	}
 	if c.LR == 0 {
 		c.LR = def.LR
@@ -102,12 +163,14 @@ func (c Config) withDefaults() Config {
 // key.
 func (c Config) validate() error {
 	switch {
-	case c.Epochs < 1 || c.Epochs > MaxEpochs:
-		return fmt.Errorf("epochs = %d: want 1 ≤ epochs ≤ %d", c.Epochs, MaxEpochs)
+	case c.Epochs < 0 || c.Epochs > MaxEpochs:
+		return fmt.Errorf("epochs = %d: want 1 ≤ epochs ≤ %d (or omit it for the automatic rule)", c.Epochs, MaxEpochs)
 	case c.BatchSize < 1 || c.BatchSize > MaxBatch:
 		return fmt.Errorf("batch_size = %d: want 1 ≤ batch_size ≤ %d", c.BatchSize, MaxBatch)
-	case c.Patience < 1 || c.Patience > MaxPatience:
-		return fmt.Errorf("patience = %d: want 1 ≤ patience ≤ %d", c.Patience, MaxPatience)
+	case c.Patience < 0 || c.Patience > MaxPatience:
+		return fmt.Errorf("patience = %d: want 1 ≤ patience ≤ %d (or omit it for the automatic rule)", c.Patience, MaxPatience)
+	case c.Restarts < 0 || c.Restarts > MaxRestarts:
+		return fmt.Errorf("restarts = %d: want 1 ≤ restarts ≤ %d (or omit it for the automatic rule)", c.Restarts, MaxRestarts)
 	case math.IsNaN(c.LR) || !(c.LR > 0) || c.LR > MaxLR:
 		return fmt.Errorf("lr = %v: want a number in (0, %d]", c.LR, MaxLR)
 	case len(c.Hidden) > MaxLayers:
@@ -134,7 +197,7 @@ func (c Config) Validate() error {
 var configSpec = jsonconf.Spec{Name: "classifier config", Noun: "key", Omit: "omit the key for the default"}
 
 // ParseConfig decodes a JSON object such as {"hidden": [50], "epochs": 100,
-// "batch_size": 128, "patience": 5, "lr": 1e-3, "seed": 1}. It starts from
+// "batch_size": 128, "patience": 5, "restarts": 1, "lr": 1e-3, "seed": 1}. It starts from
 // [DefaultConfig], so absent keys keep their defaults; "hidden": [] selects
 // multinomial logistic regression. Empty input and null mean all defaults.
 // Unknown keys, wrong types, explicit zeros where zero is not allowed,
@@ -146,6 +209,7 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		Epochs    *int     `json:"epochs"`
 		BatchSize *int     `json:"batch_size"`
 		Patience  *int     `json:"patience"`
+		Restarts  *int     `json:"restarts"`
 		LR        *float64 `json:"lr"`
 		Seed      *uint64  `json:"seed"`
 	}
@@ -164,6 +228,7 @@ func ParseConfig(raw json.RawMessage) (Config, error) {
 		jsonconf.SetNonZero(&configSpec, &c.Epochs, p.Epochs, "epochs"),
 		jsonconf.SetNonZero(&configSpec, &c.BatchSize, p.BatchSize, "batch_size"),
 		jsonconf.SetNonZero(&configSpec, &c.Patience, p.Patience, "patience"),
+		jsonconf.SetNonZero(&configSpec, &c.Restarts, p.Restarts, "restarts"),
 		jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"),
 	); err != nil {
 		return Config{}, err

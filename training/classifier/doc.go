@@ -152,7 +152,14 @@
 // privatised data, so it is a legitimate private validation criterion. The
 // weights of the best epoch are kept, and training stops after
 // Config.Patience epochs without a strict improvement. Without a validation
-// split every epoch is run and the last weights are kept. A NaN or infinite
+// split every epoch is run and the last weights are kept. Config.Restarts
+// independent starts are trained and the one with the best validation
+// objective is kept. Left at zero, Epochs, Patience and Restarts follow the
+// number of training rows ([Config.Resolve]): at least 3,000 Adam steps and
+// a patience of 300 steps, so that a table of a few hundred rows (four steps
+// an epoch) is not abandoned after twenty steps, and three starts of the
+// marginal objective below 5,000 rows; on large tables this is the thesis's
+// 100 epochs, patience 5 and one start. A NaN or infinite
 // training loss is an error ([ErrDiverged]). Cancelling the context stops
 // training between two steps and returns ctx.Err().
 //

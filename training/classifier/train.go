@@ -12,8 +12,10 @@ import (
 
 // Progress is reported after every epoch.
 type Progress struct {
-	// Epoch is the epoch just finished (1-based) of at most Epochs.
-	Epoch, Epochs int
+	// Epoch is the epoch just finished (1-based) of at most Epochs, in start
+	// Restart (1-based) of Restarts.
+	Epoch, Epochs     int
+	Restart, Restarts int
 	// Loss is the mean training objective over the epoch's minibatches
 	// (negative log-likelihood per privatised row, as the parameters moved).
 	Loss float64
@@ -22,8 +24,9 @@ type Progress struct {
 	ValLoss float64
 	// RowsPerSec is the training rows per second of the epoch's steps.
 	RowsPerSec float64
-	// ETA is the time the remaining epochs would take at the mean epoch
-	// time so far (validation included); early stopping may end sooner.
+	// ETA is the time the remaining epochs, of this start and the starts
+	// still to come, would take at the mean epoch time so far (validation
+	// included); early stopping may end sooner.
 	ETA time.Duration
 }
 
@@ -53,6 +56,14 @@ type TrainStats struct {
 	// BestEpoch is the epoch whose weights the model holds: the best
 	// validation objective, or the last epoch without a validation split.
 	BestEpoch int `json:"best_epoch"`
+	// Epochs, Patience and Restarts are the values training ran with (the
+	// automatic ones resolved: Config.Resolve).
+	Epochs   int `json:"epochs"`
+	Patience int `json:"patience"`
+	Restarts int `json:"restarts"`
+	// BestRestart is the start (1-based) whose weights the model holds: the
+	// best validation objective over the starts.
+	BestRestart int `json:"best_restart"`
 	// TrainLoss and ValLoss are the training loss of BestEpoch and its
 	// validation objective (NaN without a validation split).
 	TrainLoss float64 `json:"-"`
@@ -70,9 +81,48 @@ type TrainStats struct {
 // becomes NaN or infinite.
 var ErrDiverged = errors.New("classifier: training diverged")
 
-// fit runs minibatch Adam with early stopping on obj, starting from nt, and
-// returns the best weights.
+// fit trains on obj from cfg.Restarts starts (automatic values resolved for
+// obj's rows: Config.Resolve), the first from nt as given, every later one
+// from nt re-initialised from Seed+r, and returns the weights of the start
+// with the best validation objective.
 func fit(ctx context.Context, cfg Config, nt *net, obj objective, progress func(Progress)) (*net, TrainStats, error) {
+	name := ObjectiveForward
+	if _, ok := obj.(*marginalTrainer); ok {
+		name = ObjectiveMarginal
+	}
+	cfg = cfg.Resolve(obj.rows(), hasVal(obj), name)
+	var best *net
+	var bestSt TrainStats
+	for r := range cfg.Restarts {
+		c := cfg
+		c.Seed = cfg.Seed + uint64(r)
+		if r > 0 {
+			nt.init(rand.New(rand.NewPCG(c.Seed, streamInit)))
+		}
+		var report func(Progress)
+		if progress != nil {
+			report = func(p Progress) {
+				p.Restart, p.Restarts = r+1, cfg.Restarts
+				progress(p)
+			}
+		}
+		b, st, err := fitOnce(ctx, c, nt, obj, cfg.Epochs*(cfg.Restarts-r-1), report)
+		if err != nil {
+			return nil, st, err
+		}
+		st.BestRestart = r + 1
+		if best == nil || st.ValLoss < bestSt.ValLoss {
+			best, bestSt = b, st
+		}
+	}
+	bestSt.Epochs, bestSt.Patience, bestSt.Restarts = cfg.Epochs, cfg.Patience, cfg.Restarts
+	return best, bestSt, nil
+}
+
+// fitOnce runs minibatch Adam with early stopping on obj, starting from nt,
+// and returns the best weights. laterEpochs (of the starts still to come)
+// count in the reported ETA.
+func fitOnce(ctx context.Context, cfg Config, nt *net, obj objective, laterEpochs int, progress func(Progress)) (*net, TrainStats, error) {
 	var st TrainStats
 	n := obj.rows()
 	rng := rand.New(rand.NewPCG(cfg.Seed, streamShuffle))
@@ -126,7 +176,7 @@ func fit(ctx context.Context, cfg Config, nt *net, obj objective, progress func(
 			progress(Progress{
 				Epoch: epoch, Epochs: cfg.Epochs, Loss: loss, ValLoss: val,
 				RowsPerSec: float64(n) / max(stepTime.Seconds(), 1e-9),
-				ETA:        time.Duration(float64(el) / float64(epoch) * float64(cfg.Epochs-epoch)),
+				ETA:        time.Duration(float64(el) / float64(epoch) * float64(cfg.Epochs-epoch+laterEpochs)),
 			})
 		}
 		if stop {
