@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"image/color"
 	"math"
 	"strconv"
@@ -12,12 +13,18 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// reproPlot draws test accuracy against ε, one line per mechanism with ± 1 std error bars; ε = ∞ is
-// drawn as a separate point at the right, past a gap.
+// reproPlot draws test accuracy against ε, one line per mechanism with ± 1 std error bars (none for one
+// trial, which has no error estimate: the title says so); ε = ∞ is drawn as a separate point at the
+// right, past a gap.
 func reproPlot(cfg reproConfig, res reproResults) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = "Fashion-MNIST data collection: accuracy on clean test images"
 	p.X.Label.Text = "total ε (λ = 0.7)"
+	if cfg.trials == 1 {
+		p.Title.Text += " (1 trial: no error bars)"
+	} else {
+		p.Title.Text += fmt.Sprintf(" (mean ± std of %d trials)", cfg.trials)
+	}
 	p.Y.Label.Text = "test accuracy (%)"
 	p.Y.Min, p.Y.Max = 0, 100
 	p.Add(plotter.NewGrid())
@@ -62,6 +69,9 @@ func reproPlot(cfg reproConfig, res reproResults) ([]byte, error) {
 			errs = append(errs, struct{ Low, High float64 }{100 * std, 100 * std})
 		}
 		col := colours[i%len(colours)]
+		if cfg.trials == 1 {
+			errs = nil
+		}
 		if len(line) > 0 {
 			l, s, err := plotter.NewLinePoints(line)
 			if err != nil {
@@ -71,15 +81,17 @@ func reproPlot(cfg reproConfig, res reproResults) ([]byte, error) {
 			s.Shape = draw.CircleGlyph{}
 			p.Add(l, s)
 			p.Legend.Add(mechTitles[m], l, s)
-			eb, err := plotter.NewYErrorBars(struct {
-				plotter.XYer
-				plotter.YErrorer
-			}{line, errs})
-			if err != nil {
-				return nil, err
+			if errs != nil {
+				eb, err := plotter.NewYErrorBars(struct {
+					plotter.XYer
+					plotter.YErrorer
+				}{line, errs})
+				if err != nil {
+					return nil, err
+				}
+				eb.Color = col
+				p.Add(eb)
 			}
-			eb.Color = col
-			p.Add(eb)
 		}
 		if len(inf) > 0 {
 			s, err := plotter.NewScatter(inf)
