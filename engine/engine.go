@@ -142,7 +142,8 @@ func (e *Engine) init(opts []Option) error {
 	}
 	e.GMS = sqle.New(analyzer.NewBuilder(p).
 		AddPreAnalyzeRule(ruleServerBoundary, e.serverBoundary).
-		AddPreAnalyzeRule(ruleRejectRollback, rejectRollback).Build(), nil)
+		AddPreAnalyzeRule(ruleRejectRollback, rejectRollback).
+		AddOverrides(statementLimits()).Build(), nil) // statementLimits: see limits.go
 	if err := e.loadUsers(); err != nil {
 		return err
 	}
