@@ -58,11 +58,11 @@ func (e *Engine) Serve(cfg ServerConfig) (*Server, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	s, err := server.NewServer(server.Config{
+	s, err := server.NewServerWithHandler(server.Config{
 		Protocol: "tcp",
 		Listener: ln,
 		Version:  cfg.Version,
-	}, e.GMS, sql.NewContext, e.sessionBuilder, nil)
+	}, e.GMS, sql.NewContext, e.sessionBuilder, nil, wrapHandler) // wrapHandler: see limits.go
 	if err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("starting MySQL server: %w", err)
