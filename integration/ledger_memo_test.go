@@ -13,32 +13,11 @@ import (
 // outcomeOf is what a client sees of a query: its rows, or its error. With args, go-sql-driver runs it as
 // a server-side prepared statement (the connections use interpolateParams=false).
 func outcomeOf(db *sql.DB, q string, args ...any) string {
-	rows, err := db.Query(q, args...)
+	rows, err := queryAll(db, q, args...)
 	if err != nil {
 		return "error: " + err.Error()
 	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out [][]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return "error: " + err.Error()
-		}
-		row := make([]string, len(cols))
-		for i, v := range vals {
-			row[i] = v.String
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
-		return "error: " + err.Error()
-	}
-	return fmt.Sprint(out)
+	return fmt.Sprint(rows)
 }
 
 // Memoisation is no oracle over the MySQL protocol, by text and by server-side prepared statements: once

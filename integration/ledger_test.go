@@ -8,9 +8,10 @@ import (
 	"testing"
 )
 
-// queryAll runs q and returns its rows as strings, with the error of the query or of reading it.
-func queryAll(db *sql.DB, q string) ([][]string, error) {
-	rows, err := db.Query(q)
+// queryAll runs q (with args, as a server-side prepared statement) and returns its rows as strings,
+// with the error of the query or of reading it.
+func queryAll(db *sql.DB, q string, args ...any) ([][]string, error) {
+	rows, err := db.Query(q, args...)
 	if err != nil {
 		return nil, err
 	}
