@@ -166,6 +166,19 @@ func (c *Catalog) PutModel(ctx context.Context, m Model) error {
 	return err
 }
 
+// SetModelParams replaces the params recorded with model name (e.g. to add its diagnostics); an
+// unknown name is an error.
+func (c *Catalog) SetModelParams(ctx context.Context, name string, params json.RawMessage) error {
+	res, err := c.db.ExecContext(ctx, `UPDATE `+CatalogSchema+`.ldp_models SET params = ? WHERE name = ?`, string(params), name)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("no such model: %q", name)
+	}
+	return nil
+}
+
 // Model returns the model called name.
 func (c *Catalog) Model(ctx context.Context, name string) (Model, error) {
 	var m Model

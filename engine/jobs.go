@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.ldp_jobs (
 	error VARCHAR);
 COMMENT ON COLUMN ` + CatalogSchema + `.ldp_jobs.params IS 'ldpsql:{"type":"json"}';
 COMMENT ON COLUMN ` + CatalogSchema + `.ldp_jobs.error IS 'ldpsql:{"type":"text"}';
+ALTER TABLE ` + CatalogSchema + `.ldp_jobs ADD COLUMN IF NOT EXISTS warning VARCHAR;
+COMMENT ON COLUMN ` + CatalogSchema + `.ldp_jobs.warning IS 'ldpsql:{"type":"text"}';
 `
 
 // Job states.
@@ -63,14 +65,17 @@ type Job struct {
 	Started              time.Time
 	Finished             *time.Time
 	Error                string
+	Warning              string // e.g. the encoder's diagnostics show collapse; the job may still succeed
 }
 
-// JobProgress is what a running job reports.
+// JobProgress is what a running job reports. A report with a Warning and no Epochs records only the
+// warning (appended to earlier ones), leaving the progress columns as they are.
 type JobProgress struct {
 	Epoch, Epochs int
 	Loss          float64
 	RowsPerS      float64
 	ETA           time.Duration
+	Warning       string
 }
 
 // ErrNoJob is returned for an unknown job id.
@@ -131,6 +136,13 @@ func (j *Jobs) Start(kind, target string, params json.RawMessage, createdBy stri
 }
 
 func (j *Jobs) progress(id int64, p JobProgress) {
+	if p.Warning != "" {
+		_, _ = j.db.Exec(`UPDATE `+CatalogSchema+`.ldp_jobs SET warning = CASE WHEN warning IS NULL THEN ? ELSE warning || '; ' || ? END WHERE id = ?`,
+			p.Warning, p.Warning, id)
+		if p.Epochs == 0 {
+			return
+		}
+	}
 	_, _ = j.db.Exec(`UPDATE `+CatalogSchema+`.ldp_jobs SET epoch = ?, epochs = ?, loss = ?, rows_per_s = ?, eta_s = ? WHERE id = ?`,
 		p.Epoch, p.Epochs, p.Loss, p.RowsPerS, p.ETA.Seconds(), id)
 }
@@ -177,17 +189,17 @@ func (j *Jobs) Get(ctx context.Context, id int64) (Job, error) {
 	var job Job
 	var epoch, epochs gosql.NullInt64
 	var loss, rps, eta gosql.NullFloat64
-	var params, errMsg gosql.NullString
+	var params, errMsg, warning gosql.NullString
 	var finished gosql.NullTime
-	err := j.db.QueryRowContext(ctx, `SELECT id, kind, target, state, epoch, epochs, loss, rows_per_s, eta_s, params, created_by, started, finished, error
+	err := j.db.QueryRowContext(ctx, `SELECT id, kind, target, state, epoch, epochs, loss, rows_per_s, eta_s, params, created_by, started, finished, error, warning
 		FROM `+CatalogSchema+`.ldp_jobs WHERE id = ?`, id).Scan(&job.ID, &job.Kind, &job.Target, &job.State, &epoch, &epochs,
-		&loss, &rps, &eta, &params, &job.CreatedBy, &job.Started, &finished, &errMsg)
+		&loss, &rps, &eta, &params, &job.CreatedBy, &job.Started, &finished, &errMsg, &warning)
 	if errors.Is(err, gosql.ErrNoRows) {
 		return job, fmt.Errorf("%w: %d", ErrNoJob, id)
 	}
 	job.Epoch, job.Epochs = int(epoch.Int64), int(epochs.Int64)
 	job.Loss, job.RowsPerS, job.ETAS = loss.Float64, rps.Float64, eta.Float64
-	job.Params, job.Error = json.RawMessage(params.String), errMsg.String
+	job.Params, job.Error, job.Warning = json.RawMessage(params.String), errMsg.String, warning.String
 	if finished.Valid {
 		job.Finished = &finished.Time
 	}

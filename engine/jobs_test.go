@@ -79,3 +79,38 @@ func TestJobs(t *testing.T) {
 		t.Fatalf("job after a crash: %+v", job)
 	}
 }
+
+// A job records warnings beside its progress, readable from SQL; a file made before the warning column
+// existed gains it when it is opened.
+func TestJobWarnings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db.duckdb")
+	e := openT(t, path)
+	// The file as an older ldpsql left it: no warning column.
+	if _, err := e.DuckDB.Exec(`ALTER TABLE ldpsql_catalog.ldp_jobs DROP COLUMN warning`); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	e = openT(t, path)
+	defer e.Close()
+	ctx := context.Background()
+	id, err := e.Jobs.Start("test", "t1", nil, "root", func(ctx context.Context, report func(JobProgress)) error {
+		report(JobProgress{Epoch: 1, Epochs: 2, Loss: 0.5})
+		report(JobProgress{Warning: "collapse: only 1 of 8"})
+		report(JobProgress{Warning: "second"})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := e.Jobs.Wait(ctx, id)
+	if err != nil || job.State != JobSucceeded || job.Warning != "collapse: only 1 of 8; second" || job.Epoch != 1 || job.Loss != 0.5 {
+		t.Fatalf("job: %+v %v", job, err)
+	}
+	if got := rowsString(mustQuery(t, e, "SELECT warning FROM ldpsql_catalog.ldp_jobs")); !strings.Contains(got, "collapse: only 1 of 8") {
+		t.Fatalf("ldp_jobs.warning from SQL: %q", got)
+	}
+	other, _ := e.Jobs.Start("test", "t2", nil, "root", func(context.Context, func(JobProgress)) error { return nil })
+	if job, _ := e.Jobs.Wait(ctx, other); job.Warning != "" {
+		t.Fatalf("a job without warnings has %q", job.Warning)
+	}
+}
