@@ -75,6 +75,7 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	procs := &procedures{e: e, mechs: mechs, log: logf}
 	e.Provider.RegisterProcedure(procs.details()...)
 	e.Provider.RegisterProcedure(procs.trainingDetails()...)
+	e.Provider.RegisterProcedure(procs.diagnosticsDetails()...)
 	e.Provider.RegisterProcedure(procs.ledgerDetails()...)
 	cls := newClassifiers(procs)
 	e.Provider.RegisterFunction(

@@ -22,6 +22,7 @@ import (
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/host"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
+	"github.com/ldpsql/ldpsql/training/diagnostics"
 )
 
 // The ldp_ stored procedures. Those that change the catalog (register, drop, fit) are AdminOnly: a user
@@ -162,6 +163,11 @@ func (p *procedures) fit(ctx *sql.Context, name, plugin, auxTable, featuresCol, 
 	if err := json.Unmarshal([]byte(params), &obj); err != nil {
 		return nil, fmt.Errorf("%s: params %q are not a JSON object: %v", fn, params, err)
 	}
+	// eps_target and k_target are the diagnostics', the rest the plugin's; all are recorded.
+	pluginParams, diag, err := splitDiagnosticParams(fn, params)
+	if err != nil {
+		return nil, err
+	}
 	base, err := p.mechs.catalog.Mechanism(ctx, plugin)
 	if err != nil {
 		return nil, fmt.Errorf("%s: plugin: %w", fn, err)
@@ -188,20 +194,28 @@ func (p *procedures) fit(ctx *sql.Context, name, plugin, auxTable, featuresCol, 
 	}
 	inputDim := len(first[0])
 	pending := first
+	// The diagnostics evaluate the fitted mechanism on a seeded sample of the rows streamed.
+	sample := diagnostics.NewReservoir(diagnostics.MaxSample, diagnostics.DefaultSeed)
 	stream := func() ([][]float32, error) {
-		if pending != nil {
-			b := pending
-			pending = nil
-			return b, nil
+		b := pending
+		pending = nil
+		if b == nil {
+			var err error
+			if b, err = reader.next(); err != nil {
+				return nil, err
+			}
 		}
-		return reader.next()
+		for _, v := range b {
+			sample.Add(v)
+		}
+		return b, nil
 	}
 	fitter, err := p.mechs.host.Get(ctx, host.Spec{Name: "fit:" + name, Path: base.Path, SHA256: base.SHA256})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
 	start := time.Now()
-	artifact, err := fitter.Fit(ctx, json.RawMessage(params), inputDim, stream)
+	artifact, err := fitter.Fit(ctx, pluginParams, inputDim, stream)
 	if err != nil {
 		return nil, fmt.Errorf("%s: fitting %s on %s: %w", fn, plugin, auxTable, err)
 	}
@@ -211,6 +225,7 @@ func (p *procedures) fit(ctx *sql.Context, name, plugin, auxTable, featuresCol, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
+	p.diagnoseAfterFit(ctx, fn, name, sample.Rows(), auxTable, featuresCol, diag)
 	return sql.RowsToRowIter(append(describeRow(name, base.Plugin, desc), rows)), nil
 }
 

@@ -40,7 +40,11 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	if kind != "vlm" {
 		return nil, fmt.Errorf("%s: kind %q cannot be trained (trainable: vlm); fit 'pca' or 'identity' with ldp_fit_mechanism", fn, kind)
 	}
-	cfg, err := vlm.ParseConfig(json.RawMessage(params))
+	trainParams, diag, err := splitDiagnosticParams(fn, params)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := vlm.ParseConfig(trainParams)
 	if err != nil {
 		return nil, fmt.Errorf("%s: params: %w", fn, err)
 	}
@@ -78,8 +82,14 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 		if err != nil {
 			return err
 		}
-		_, err = p.registerModel(jctx, name, kind, plugin, auxTable, int64(len(rows)), json.RawMessage(params), artifact, createdBy)
-		return err
+		if _, err = p.registerModel(jctx, name, kind, plugin, auxTable, int64(len(rows)), json.RawMessage(params), artifact, createdBy); err != nil {
+			return err
+		}
+		// The mechanism is registered; its diagnostics (at eps_target) may add a warning to the job.
+		if warning := p.diagnoseAfterFit(jctx, fn, name, sampleRows(rows), auxTable, featuresCol, diag); warning != "" {
+			report(engine.JobProgress{Warning: warning})
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)

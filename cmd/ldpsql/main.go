@@ -28,6 +28,7 @@ Commands:
   bench     measure INSERT, FLIP_LABEL and LDP_ENCODE throughput on this machine
   dataset   load a data set into tables (dataset load fashion-mnist | breast-cancer)
   train     train a mechanism's encoder (VLM) as a job, with a progress bar
+  mechanisms compare mechanisms' diagnostics on an auxiliary table (mechanisms compare --table aux pca vlm)
   audit     estimate a randomiser's privacy loss from samples and test it against its ε (audit krr --eps 1)
   repro     reproduce an experiment end to end (repro data-collection --dataset fashion-mnist)
   version   print the version
@@ -63,6 +64,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = demoCmd(args[1:], stdout, stderr)
 	case "train":
 		err = trainCmd(args[1:], stdout, stderr)
+	case "mechanisms":
+		err = mechanismsCmd(args[1:], stdout, stderr)
 	case "dataset":
 		err = datasetCmd(args[1:], stdout, stderr)
 	case "repro":

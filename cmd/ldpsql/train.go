@@ -65,6 +65,9 @@ func trainCmd(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("job %d %s: %s", id, job.State, job.Error)
 			}
 			fmt.Fprintf(stdout, "job %d succeeded: mechanism %q is registered (SELECT * FROM ldpsql_catalog.ldp_mechanisms)\n", id, *name)
+			if job.Warning != "" {
+				fmt.Fprintf(stdout, "WARNING: %s\n(diagnostics in ldpsql_catalog.ldp_models.params; ldpsql mechanisms compare for more)\n", job.Warning)
+			}
 			return e.Close()
 		}
 	}
