@@ -107,6 +107,28 @@ func TestFitEncodeAndPrivatize(t *testing.T) {
 		t.Fatalf("fit: %v %v %v %v %v %v %v", err, name, in, out, set, ready, nrows)
 	}
 
+	// Without l, pca chooses it from the data: the 5th percentile of the encodings' norms, so about 95 %
+	// of the auxiliary rows are clipped (the fit's own diagnostics measure the share).
+	err = db.QueryRow(`CALL ldp_fit_mechanism('pauto', 'pca', 'aux', 'f', '{"d": 2}')`).Scan(&name, &plugin, &in, &out, &set, &ready, &nrows)
+	if err != nil || !strings.HasPrefix(set, "l1_ball(radius=") || set == "l1_ball(radius=10)" {
+		t.Fatalf("fit without l: %v, output set %s", err, set)
+	}
+	var autoParams string
+	if err := db.QueryRow("SELECT params FROM ldpsql_catalog.ldp_models WHERE name = 'pauto'").Scan(&autoParams); err != nil {
+		t.Fatal(err)
+	}
+	var autoDiag struct {
+		Diagnostics struct {
+			ClippedShare float64 `json:"clipped_share"`
+		} `json:"diagnostics"`
+	}
+	if err := json.Unmarshal([]byte(autoParams), &autoDiag); err != nil {
+		t.Fatal(err)
+	}
+	if c := autoDiag.Diagnostics.ClippedShare; c < 0.9 || c > 0.99 {
+		t.Errorf("pca without l clips %.3f of the auxiliary rows, want about 0.95 (%s)", c, set)
+	}
+
 	// The noise is calibrated to the recorded set: scale b = 2l/eps on each coordinate, so releases of
 	// one input have variance 2b² per coordinate. 3,000 releases: the sample variance has relative
 	// standard error sqrt(20/4/3000) ≈ 4%; 25% is over 6 of them.
