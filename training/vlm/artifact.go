@@ -22,8 +22,8 @@ import (
 const (
 	artifactMagic = "LDPSQLVL"
 	// ArtifactVersion is the version of the artifact format MarshalBinary
-	// writes; UnmarshalModel reads only this version.
-	ArtifactVersion = 1
+	// writes; UnmarshalModel reads it and version 1 (no standardisation).
+	ArtifactVersion = 2
 	// MaxInputDim bounds the input dimension of a model.
 	MaxInputDim = 1 << 24
 )
@@ -34,6 +34,9 @@ type artifactHeader struct {
 	Config   Config   `json:"config"`
 	BTrain   float32  `json:"b_train"`
 	Layers   [][2]int `json:"layers"` // (in, out) of each layer, encoder then decoder
+	// Shift and Scale standardise the inputs (Gaussian likelihood, version 2).
+	Shift []float32 `json:"shift,omitempty"`
+	Scale []float32 `json:"scale,omitempty"`
 }
 
 const artifactFormat = "ldpsql-vlm"
@@ -41,7 +44,7 @@ const artifactFormat = "ldpsql-vlm"
 // MarshalBinary encodes the model as a versioned artifact with a SHA-256
 // checksum, for UnmarshalModel (and the vlm plugin's Load).
 func (m *Model) MarshalBinary() ([]byte, error) {
-	h := artifactHeader{Format: artifactFormat, InputDim: m.inputDim, Config: m.Config(), BTrain: m.bTrain}
+	h := artifactHeader{Format: artifactFormat, InputDim: m.inputDim, Config: m.Config(), BTrain: m.bTrain, Shift: m.shift, Scale: m.scale}
 	n := 0
 	for _, l := range m.layers() {
 		h.Layers = append(h.Layers, [2]int{l.in, l.out})
@@ -63,7 +66,7 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 var ErrBadArtifact = errors.New("vlm: bad artifact")
 
 // artifactFrame is the artifact's framing: magic, version and checksum.
-var artifactFrame = artifact.Format{Magic: artifactMagic, Name: "VLM artifact", Versions: []uint32{ArtifactVersion}, Err: ErrBadArtifact}
+var artifactFrame = artifact.Format{Magic: artifactMagic, Name: "VLM artifact", Versions: []uint32{1, ArtifactVersion}, Err: ErrBadArtifact}
 
 // UnmarshalModel decodes an artifact written by MarshalBinary. It checks the
 // magic, the version, the checksum, the header (unknown fields are errors),
@@ -89,6 +92,19 @@ func UnmarshalModel(data []byte) (*Model, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, badArtifact("config: %v", err)
 	}
+	if cfg.Likelihood != Bernoulli && cfg.Likelihood != Gaussian {
+		return nil, badArtifact("likelihood %q, want %q or %q", cfg.Likelihood, Bernoulli, Gaussian)
+	}
+	if h.Shift != nil || h.Scale != nil {
+		if len(h.Shift) != h.InputDim || len(h.Scale) != h.InputDim {
+			return nil, badArtifact("standardisation of %d and %d values, want %d each", len(h.Shift), len(h.Scale), h.InputDim)
+		}
+		for j := range h.Shift {
+			if sh, sc := float64(h.Shift[j]), float64(h.Scale[j]); math.IsNaN(sh) || math.IsInf(sh, 0) || !(sc > 0) || math.IsInf(sc, 0) {
+				return nil, badArtifact("standardisation of feature %d: shift %v, scale %v", j, sh, sc)
+			}
+		}
+	}
 	if b := float64(h.BTrain); !(b > 0) || math.IsInf(b, 0) {
 		return nil, badArtifact("b_train %v, want a finite number > 0", h.BTrain)
 	}
@@ -112,7 +128,7 @@ func UnmarshalModel(data []byte) (*Model, error) {
 		return nil, badArtifact("%d bytes of weights, want %d", len(fr.Payload), 4*n)
 	}
 	m := newModel(cfg, h.InputDim)
-	m.bTrain = h.BTrain
+	m.bTrain, m.shift, m.scale = h.BTrain, h.Shift, h.Scale
 	r := artifact.NewReader(fr.Payload)
 	for li, l := range m.layers() {
 		if !r.Float32s(l.w) || !r.Float32s(l.b) {

@@ -48,8 +48,11 @@ type Config struct {
 	// (default {400, 150, 50}); the decoder uses them reversed. Ignored
 	// (must be empty in JSON) when Linear is set.
 	Hidden []int `json:"hidden"`
-	// Likelihood is "bernoulli" (features in [0, 1], default) or
-	// "gaussian" (standardised features, unit variance).
+	// Likelihood is "bernoulli" (features in [0, 1]) or "gaussian" (unit
+	// variance on features that the model standardises itself with the
+	// training rows' means and standard deviations). Empty: chosen by Train
+	// from the rows, bernoulli when every value lies in [0, 1] (images),
+	// else gaussian (tabular data of any scale).
 	Likelihood string `json:"likelihood"`
 	// Linear selects the linear VLM: linear encoder and decoder, still
 	// ν-clipped and still noised in training.
@@ -64,17 +67,17 @@ type Config struct {
 }
 
 // DefaultConfig returns the thesis's MNIST settings (§9.3, §9.4) with a
-// learnt training scale: D 8, L 10, hidden {400, 150, 50}, Bernoulli, 20
-// epochs of batch 64 at learning rate 5e-4.
+// learnt training scale: D 8, L 10, hidden {400, 150, 50}, 20 epochs of
+// batch 64 at learning rate 5e-4, and the likelihood chosen from the data
+// (Bernoulli on MNIST's pixels).
 func DefaultConfig() Config {
 	return Config{
-		D:          8,
-		L:          10,
-		Hidden:     []int{400, 150, 50},
-		Likelihood: Bernoulli,
-		Epochs:     20,
-		BatchSize:  64,
-		LR:         5e-4,
+		D:         8,
+		L:         10,
+		Hidden:    []int{400, 150, 50},
+		Epochs:    20,
+		BatchSize: 64,
+		LR:        5e-4,
 	}
 }
 
@@ -87,9 +90,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.L == 0 {
 		c.L = def.L
-	}
-	if c.Likelihood == "" {
-		c.Likelihood = def.Likelihood
 	}
 	if c.Epochs == 0 {
 		c.Epochs = def.Epochs
@@ -122,8 +122,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("l = %v: want a finite number in (0, %g]", c.L, float64(MaxL))
 	case !finite(c.EpsPretrain) || c.EpsPretrain < 0:
 		return fmt.Errorf("eps_pretrain = %v: want 0 (learnt scale) or a finite number > 0", c.EpsPretrain)
-	case c.Likelihood != Bernoulli && c.Likelihood != Gaussian:
-		return fmt.Errorf("likelihood = %q: want %q or %q", c.Likelihood, Bernoulli, Gaussian)
+	case c.Likelihood != "" && c.Likelihood != Bernoulli && c.Likelihood != Gaussian:
+		return fmt.Errorf("likelihood = %q: want %q or %q (or leave it out to choose from the data)", c.Likelihood, Bernoulli, Gaussian)
 	case c.Epochs < 1 || c.Epochs > MaxEpochs:
 		return fmt.Errorf("epochs = %d: want 1 ≤ epochs ≤ %d", c.Epochs, MaxEpochs)
 	case c.BatchSize < 1 || c.BatchSize > MaxBatch:

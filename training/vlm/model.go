@@ -29,6 +29,10 @@ type Model struct {
 	// bTrain is the training posterior scale: 2L/EpsPretrain, or the learnt
 	// value. Never a privatisation scale.
 	bTrain float32
+	// shift and scale standardise the inputs, (x − shift)/scale, before the
+	// encoder, and unstandardise the decoder's mean, for the Gaussian
+	// likelihood; nil for the Bernoulli one.
+	shift, scale []float32
 }
 
 // InputDim is the number of features of a row.
@@ -149,6 +153,9 @@ func (m *Model) Encode(rows [][]float32) ([][]float32, error) {
 		if err := ws.load("row", rows, lo, hi); err != nil {
 			return err
 		}
+		if m.shift != nil {
+			standardiseInPlace(ws.buf(0, (hi-lo)*m.inputDim), m.inputDim, m.shift, m.scale)
+		}
 		h := ws.forward(m.enc, hi-lo)
 		h64 := make([]float64, d)
 		for r := lo; r < hi; r++ {
@@ -160,7 +167,12 @@ func (m *Model) Encode(rows [][]float32) ([][]float32, error) {
 			} else {
 				// The float32 pass overflowed: redo the row in float64
 				// with rescaling (see forwardScaled).
-				a, s := forwardScaled(m.enc, rows[r])
+				row := rows[r]
+				if m.shift != nil {
+					row = slices.Clone(row)
+					standardiseInPlace(row, m.inputDim, m.shift, m.scale)
+				}
+				a, s := forwardScaled(m.enc, row)
 				scaleForClip(a, s, m.cfg.L, h64)
 			}
 			clipL1To32(h64, m.cfg.L, out[r])
@@ -175,7 +187,8 @@ func (m *Model) Encode(rows [][]float32) ([][]float32, error) {
 
 // Decode returns the decoder mean for each latent (D values, typically noisy):
 // sigmoid of the decoder's output for the Bernoulli likelihood (values in
-// [0, 1]), the output itself for the Gaussian one. NaN or ±Inf is an error.
+// [0, 1]), the output itself, unstandardised to the inputs' scale, for the
+// Gaussian one. NaN or ±Inf is an error.
 func (m *Model) Decode(latents [][]float32) ([][]float32, error) {
 	if err := checkLens("latent", latents, m.cfg.D); err != nil {
 		return nil, err
@@ -198,11 +211,16 @@ func (m *Model) Decode(latents [][]float32) ([][]float32, error) {
 				for k, v := range ar {
 					o[k] = outputMean(float64(v), bern)
 				}
-				continue
+			} else {
+				a64, s := forwardScaled(m.dec, latents[r])
+				for k, v := range a64 {
+					o[k] = outputMean(math.Ldexp(v, s), bern) // ±Inf when beyond float64: saturates below
+				}
 			}
-			a64, s := forwardScaled(m.dec, latents[r])
-			for k, v := range a64 {
-				o[k] = outputMean(math.Ldexp(v, s), bern) // ±Inf when beyond float64: saturates below
+			if m.shift != nil {
+				for k, v := range o {
+					o[k] = float32(max(-math.MaxFloat32, min(math.MaxFloat32, float64(v)*float64(m.scale[k])+float64(m.shift[k]))))
+				}
 			}
 		}
 		return nil

@@ -51,12 +51,15 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(Prog
 	if err := checkRows("row", rows, in); err != nil {
 		return nil, err
 	}
+	if cfg.Likelihood == "" {
+		cfg.Likelihood = chooseLikelihood(rows)
+	}
 	data := make([]float32, len(rows)*in)
 	for i, r := range rows {
 		if cfg.Likelihood == Bernoulli {
 			for j, v := range r {
 				if v < 0 || v > 1 {
-					return nil, fmt.Errorf("vlm: row %d, value %d is %v: the bernoulli likelihood needs features in [0, 1] (use \"gaussian\" for standardised features)", i, j, v)
+					return nil, fmt.Errorf("vlm: row %d, value %d is %v: the bernoulli likelihood needs features in [0, 1] (use \"gaussian\", or leave the likelihood out to choose it from the data)", i, j, v)
 				}
 			}
 		}
@@ -67,6 +70,10 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(Prog
 	}
 
 	m := newModel(cfg, in)
+	if cfg.Likelihood == Gaussian {
+		m.shift, m.scale = standardisation(rows)
+		standardiseInPlace(data, in, m.shift, m.scale)
+	}
 	m.initWeights(rand.New(rand.NewPCG(cfg.Seed, streamInit)))
 
 	n := len(rows)
@@ -352,4 +359,57 @@ func (a *adam) step() error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// chooseLikelihood is Bernoulli when every value lies in [0, 1] (pixel
+// intensities), else Gaussian.
+func chooseLikelihood(rows [][]float32) string {
+	for _, r := range rows {
+		for _, v := range r {
+			if v < 0 || v > 1 {
+				return Gaussian
+			}
+		}
+	}
+	return Bernoulli
+}
+
+// standardisation returns each feature's mean and standard deviation over
+// rows (1 for a constant feature), in float64 sums.
+func standardisation(rows [][]float32) (shift, scale []float32) {
+	in := len(rows[0])
+	mean, sq := make([]float64, in), make([]float64, in)
+	for _, r := range rows {
+		for j, v := range r {
+			mean[j] += float64(v)
+		}
+	}
+	n := float64(len(rows))
+	for j := range mean {
+		mean[j] /= n
+	}
+	for _, r := range rows {
+		for j, v := range r {
+			d := float64(v) - mean[j]
+			sq[j] += d * d
+		}
+	}
+	shift, scale = make([]float32, in), make([]float32, in)
+	for j := range mean {
+		shift[j] = float32(mean[j])
+		sd := math.Sqrt(sq[j] / n)
+		if !(sd > 1e-12*max(1, math.Abs(mean[j]))) || math.IsInf(sd, 0) {
+			sd = 1
+		}
+		scale[j] = float32(sd)
+	}
+	return shift, scale
+}
+
+// standardiseInPlace maps flat rows of in values to (x − shift)/scale.
+func standardiseInPlace(flat []float32, in int, shift, scale []float32) {
+	for i := range flat {
+		j := i % in
+		flat[i] = (flat[i] - shift[j]) / scale[j]
+	}
 }

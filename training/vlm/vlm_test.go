@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -79,7 +80,7 @@ func bernoulliBaseline(rows [][]float32) float64 {
 }
 
 func smallConfig() Config {
-	return Config{D: 4, L: 10, Hidden: []int{32, 16}, Epochs: 10, BatchSize: 64, LR: 5e-3, Seed: 1}
+	return Config{D: 4, L: 10, Hidden: []int{32, 16}, Likelihood: Bernoulli, Epochs: 10, BatchSize: 64, LR: 5e-3, Seed: 1}
 }
 
 // bernoulliFloor is the mean over rows of Σ_f H(x_f), the binary entropy of
@@ -233,6 +234,9 @@ func checkInBall(t *testing.T, m *Model, rows [][]float32) [][]float32 {
 // weights: the ℓ1 bound must hold for any weights.
 func randomModel(seed uint64, cfg Config, inputDim int) *Model {
 	cfg = cfg.withDefaults()
+	if cfg.Likelihood == "" {
+		cfg.Likelihood = Bernoulli
+	}
 	m := newModel(cfg, inputDim)
 	r := rand.New(rand.NewPCG(seed, 5))
 	m.initWeights(r)
@@ -513,19 +517,14 @@ func TestArtifactRoundTrip(t *testing.T) {
 		}
 	}
 	// Consistently checksummed but invalid contents are rejected too.
-	resum := func(b []byte) []byte {
-		body := b[:len(b)-32]
-		s := sha256.Sum256(body)
-		return append(bytes.Clone(body), s[:]...)
-	}
 	ver := bytes.Clone(art)
-	binary.LittleEndian.PutUint32(ver[8:], 2)
+	binary.LittleEndian.PutUint32(ver[8:], 3)
 	nan := bytes.Clone(art)
 	binary.LittleEndian.PutUint32(nan[16+hl+4:], math.Float32bits(float32(math.NaN())))
 	hdr := bytes.Clone(art)
 	i := bytes.Index(hdr, []byte(`"input_dim":20`))
 	copy(hdr[i:], `"input_dim":21`)
-	for name, b := range map[string][]byte{"version 2": ver, "NaN weight": nan, "input_dim 21": hdr} {
+	for name, b := range map[string][]byte{"version 3": ver, "NaN weight": nan, "input_dim 21": hdr} {
 		if _, err := UnmarshalModel(resum(b)); !errors.Is(err, ErrBadArtifact) {
 			t.Errorf("%s: err %v", name, err)
 		} else {
@@ -622,7 +621,7 @@ func TestParseConfig(t *testing.T) {
 			t.Fatalf("%q: %v", raw, err)
 		}
 		d := DefaultConfig()
-		if c.D != d.D || c.L != d.L || c.EpsPretrain != 0 || len(c.Hidden) != 3 || c.Hidden[0] != 400 || c.Likelihood != Bernoulli ||
+		if c.D != d.D || c.L != d.L || c.EpsPretrain != 0 || len(c.Hidden) != 3 || c.Hidden[0] != 400 || c.Likelihood != "" ||
 			c.Epochs != 20 || c.BatchSize != 64 || c.LR != 5e-4 || c.Linear || c.Seed != 0 {
 			t.Errorf("%q: %+v", raw, c)
 		}
@@ -667,4 +666,84 @@ func TestParseConfig(t *testing.T) {
 			t.Errorf("%s: error %v, want it to mention %q", raw, err, want)
 		}
 	}
+}
+
+// The likelihood left out is chosen from the rows, and a Gaussian VLM standardises its inputs itself:
+// trained on rows × 1000 + 5 it encodes exactly as when trained on the rows (the standardised inputs are
+// the same), and decodes on the rows' own scale. Its artifact keeps the standardisation.
+func TestGaussianStandardisesItsInputs(t *testing.T) {
+	if got := chooseLikelihood([][]float32{{0, 0.5}, {1, 0.25}}); got != Bernoulli {
+		t.Errorf("pixels: %s", got)
+	}
+	if got := chooseLikelihood([][]float32{{0, 0.5}, {1, 1.25}}); got != Gaussian {
+		t.Errorf("a value above 1: %s", got)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	rows := make([][]float32, 300)
+	big := make([][]float32, len(rows))
+	for i := range rows {
+		rows[i] = make([]float32, 6)
+		big[i] = make([]float32, 6)
+		for j := range rows[i] {
+			rows[i][j] = float32(r.NormFloat64()*float64(j+1) - 2)
+			big[i][j] = 1000*rows[i][j] + 5
+		}
+	}
+	cfg := smallConfig()
+	cfg.Likelihood, cfg.Epochs = "", 3
+	m, err := Train(context.Background(), cfg, rows, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := Train(context.Background(), cfg, big, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Config().Likelihood != Gaussian || mb.Config().Likelihood != Gaussian {
+		t.Fatalf("likelihoods %s, %s; want gaussian for tabular rows", m.Config().Likelihood, mb.Config().Likelihood)
+	}
+	z, _ := m.Encode(rows[:20])
+	zb, _ := mb.Encode(big[:20])
+	for i := range z {
+		for k := range z[i] {
+			if math.Abs(float64(z[i][k]-zb[i][k])) > 1e-3*(1+math.Abs(float64(z[i][k]))) {
+				t.Fatalf("row %d: latent %v on the rows, %v on rows × 1000 + 5", i, z[i], zb[i])
+			}
+		}
+	}
+	x, _ := m.Decode(z)
+	xb, _ := mb.Decode(zb)
+	for i := range x {
+		for j := range x[i] {
+			if want := 1000*float64(x[i][j]) + 5; math.Abs(float64(xb[i][j])-want) > 1e-2*(1+math.Abs(want)) {
+				t.Fatalf("row %d feature %d: decoded %v, want 1000 × %v + 5", i, j, xb[i][j], x[i][j])
+			}
+		}
+	}
+	art, err := mb.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := UnmarshalModel(art)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, _ := back.Encode(big[:20])
+	if fmt.Sprint(zr) != fmt.Sprint(zb) {
+		t.Error("the artifact does not keep the standardisation")
+	}
+	// A version 1 artifact (no standardisation) still loads.
+	mv1 := randomModel(3, smallConfig(), 6)
+	a1, _ := mv1.MarshalBinary()
+	binary.LittleEndian.PutUint32(a1[8:], 1)
+	if _, err := UnmarshalModel(resum(a1)); err != nil {
+		t.Errorf("version 1 artifact: %v", err)
+	}
+}
+
+// resum recomputes an artifact's SHA-256 trailer after an edit.
+func resum(b []byte) []byte {
+	body := b[:len(b)-32]
+	s := sha256.Sum256(body)
+	return append(bytes.Clone(body), s[:]...)
 }
