@@ -92,6 +92,9 @@ func UnmarshalModel(data []byte) (*Model, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, badArtifact("config: %v", err)
 	}
+	if cfg.Epochs < 1 || (!cfg.Linear && len(cfg.Hidden) == 0) {
+		return nil, badArtifact("config: epochs %d, hidden %v: a trained model's are set", cfg.Epochs, cfg.Hidden)
+	}
 	if cfg.Likelihood != Bernoulli && cfg.Likelihood != Gaussian {
 		return nil, badArtifact("likelihood %q, want %q or %q", cfg.Likelihood, Bernoulli, Gaussian)
 	}

@@ -44,9 +44,10 @@ type Config struct {
 	// scalar (b = exp(ρ), ρ initialised to log(1/(2√2))). Neither is the
 	// privatisation scale.
 	EpsPretrain float64 `json:"eps_pretrain"`
-	// Hidden are the encoder's hidden layer sizes, input side first
-	// (default {400, 150, 50}); the decoder uses them reversed. Ignored
-	// (must be empty in JSON) when Linear is set.
+	// Hidden are the encoder's hidden layer sizes, input side first; the
+	// decoder uses them reversed. Empty: chosen by Train from the input
+	// dimension (see Resolve; {400, 150, 50}, the thesis's, from 100 inputs
+	// on). Must be empty when Linear is set.
 	Hidden []int `json:"hidden"`
 	// Likelihood is "bernoulli" (features in [0, 1]) or "gaussian" (unit
 	// variance on features that the model standardises itself with the
@@ -57,7 +58,8 @@ type Config struct {
 	// Linear selects the linear VLM: linear encoder and decoder, still
 	// ν-clipped and still noised in training.
 	Linear bool `json:"linear"`
-	// Epochs (default 20) and BatchSize (default 64) of Adam training.
+	// Epochs (0: chosen by Train from the number of rows, see Resolve) and
+	// BatchSize (default 64) of Adam training.
 	Epochs    int `json:"epochs"`
 	BatchSize int `json:"batch_size"`
 	// LR is Adam's learning rate (default 5e-4).
@@ -74,15 +76,13 @@ func DefaultConfig() Config {
 	return Config{
 		D:         8,
 		L:         10,
-		Hidden:    []int{400, 150, 50},
-		Epochs:    20,
 		BatchSize: 64,
 		LR:        5e-4,
 	}
 }
 
 // withDefaults fills zero fields with the defaults and normalises Hidden
-// (nil for the linear variant, a copy otherwise).
+// (nil for the linear variant and when left for Resolve, a copy otherwise).
 func (c Config) withDefaults() Config {
 	def := DefaultConfig()
 	if c.D == 0 {
@@ -91,22 +91,49 @@ func (c Config) withDefaults() Config {
 	if c.L == 0 {
 		c.L = def.L
 	}
-	if c.Epochs == 0 {
-		c.Epochs = def.Epochs
-	}
 	if c.BatchSize == 0 {
 		c.BatchSize = def.BatchSize
 	}
 	if c.LR == 0 {
 		c.LR = def.LR
 	}
-	switch {
-	case c.Linear:
+	if c.Linear || len(c.Hidden) == 0 {
 		c.Hidden = nil
-	case len(c.Hidden) == 0:
-		c.Hidden = def.Hidden
-	default:
+	} else {
 		c.Hidden = slices.Clone(c.Hidden)
+	}
+	return c
+}
+
+// The rules of Resolve.
+const (
+	// AutoMinSteps: automatic Epochs give at least this many Adam steps,
+	// and at least AutoMinEpochs (the thesis's 20) and at most AutoMaxEpochs
+	// epochs.
+	AutoMinSteps  = 3000
+	AutoMinEpochs = 20
+	AutoMaxEpochs = 2000
+)
+
+// Resolve fills what Train chooses from the data for n rows of inputDim
+// values (after withDefaults):
+//
+//	Epochs = clamp(⌈AutoMinSteps / ⌈n / BatchSize⌉⌉, AutoMinEpochs, AutoMaxEpochs)
+//	Hidden = {min(400, 4·inputDim), min(150, 2·inputDim), min(50, inputDim)}
+//
+// On Fashion-MNIST's 45,000 auxiliary images this is the thesis's 20 epochs
+// and {400, 150, 50}; on small tables it trains longer and narrower. Measured
+// with a clean classifier on the 8-d latents (3 seeds, test accuracy): raw
+// WDBC (400 rows, 30 features) 0.923/0.923/0.929 with the fixed 20 epochs and
+// {400, 150, 50}, 0.947/0.947/0.941 with both rules (PCA 0.959); 1,000
+// Fashion-MNIST images 0.737/0.733/0.729, 0.769/0.770/0.762 (PCA 0.726).
+func (c Config) Resolve(n, inputDim int) Config {
+	if c.Epochs == 0 {
+		steps := max(1, (n+c.BatchSize-1)/max(1, c.BatchSize))
+		c.Epochs = min(AutoMaxEpochs, max(AutoMinEpochs, (AutoMinSteps+steps-1)/steps))
+	}
+	if !c.Linear && len(c.Hidden) == 0 {
+		c.Hidden = []int{min(400, 4*inputDim), min(150, 2*inputDim), min(50, inputDim)}
 	}
 	return c
 }
@@ -124,7 +151,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("eps_pretrain = %v: want 0 (learnt scale) or a finite number > 0", c.EpsPretrain)
 	case c.Likelihood != "" && c.Likelihood != Bernoulli && c.Likelihood != Gaussian:
 		return fmt.Errorf("likelihood = %q: want %q or %q (or leave it out to choose from the data)", c.Likelihood, Bernoulli, Gaussian)
-	case c.Epochs < 1 || c.Epochs > MaxEpochs:
+	case c.Epochs < 0 || c.Epochs > MaxEpochs:
 		return fmt.Errorf("epochs = %d: want 1 ≤ epochs ≤ %d", c.Epochs, MaxEpochs)
 	case c.BatchSize < 1 || c.BatchSize > MaxBatch:
 		return fmt.Errorf("batch_size = %d: want 1 ≤ batch_size ≤ %d", c.BatchSize, MaxBatch)
@@ -138,9 +165,6 @@ func (c Config) validate() error {
 	}
 	if c.Linear && len(c.Hidden) > 0 {
 		return errors.New("hidden must be empty when linear is true")
-	}
-	if !c.Linear && len(c.Hidden) == 0 {
-		return errors.New("hidden is empty: give at least one layer size, or set linear")
 	}
 	if len(c.Hidden) > MaxLayers {
 		return fmt.Errorf("hidden has %d layers: want at most %d", len(c.Hidden), MaxLayers)

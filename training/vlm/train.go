@@ -51,6 +51,10 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(Prog
 	if err := checkRows("row", rows, in); err != nil {
 		return nil, err
 	}
+	cfg = cfg.Resolve(len(rows), in)
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("vlm config: %w", err)
+	}
 	if cfg.Likelihood == "" {
 		cfg.Likelihood = chooseLikelihood(rows)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -621,8 +622,8 @@ func TestParseConfig(t *testing.T) {
 			t.Fatalf("%q: %v", raw, err)
 		}
 		d := DefaultConfig()
-		if c.D != d.D || c.L != d.L || c.EpsPretrain != 0 || len(c.Hidden) != 3 || c.Hidden[0] != 400 || c.Likelihood != "" ||
-			c.Epochs != 20 || c.BatchSize != 64 || c.LR != 5e-4 || c.Linear || c.Seed != 0 {
+		if c.D != d.D || c.L != d.L || c.EpsPretrain != 0 || len(c.Hidden) != 0 || c.Likelihood != "" ||
+			c.Epochs != 0 || c.BatchSize != 64 || c.LR != 5e-4 || c.Linear || c.Seed != 0 {
 			t.Errorf("%q: %+v", raw, c)
 		}
 	}
@@ -746,4 +747,34 @@ func resum(b []byte) []byte {
 	body := b[:len(b)-32]
 	s := sha256.Sum256(body)
 	return append(bytes.Clone(body), s[:]...)
+}
+
+// Resolve: the thesis's 20 epochs and {400, 150, 50} on Fashion-MNIST's 45,000 images, longer and
+// narrower on small tables, and explicit values kept.
+func TestResolveScalesWithTheData(t *testing.T) {
+	c := DefaultConfig().withDefaults()
+	if r := c.Resolve(45000, 784); r.Epochs != 20 || !slices.Equal(r.Hidden, []int{400, 150, 50}) {
+		t.Errorf("Fashion-MNIST: %d epochs, hidden %v", r.Epochs, r.Hidden)
+	}
+	if r := c.Resolve(400, 30); r.Epochs != 429 || !slices.Equal(r.Hidden, []int{120, 60, 30}) {
+		t.Errorf("WDBC: %d epochs, hidden %v", r.Epochs, r.Hidden)
+	}
+	for _, n := range []int{1, 10, 64, 65, 1000, 10000, 1 << 20} {
+		r := c.Resolve(n, 5)
+		steps := (n + 63) / 64
+		if r.Epochs < AutoMinEpochs || r.Epochs > AutoMaxEpochs || (r.Epochs < AutoMaxEpochs && r.Epochs*steps < AutoMinSteps) {
+			t.Errorf("n %d: %d epochs of %d steps", n, r.Epochs, steps)
+		}
+		if err := r.validate(); err != nil {
+			t.Errorf("n %d: %v", n, err)
+		}
+	}
+	c.Epochs, c.Hidden = 7, []int{9}
+	if r := c.Resolve(400, 30); r.Epochs != 7 || !slices.Equal(r.Hidden, []int{9}) {
+		t.Errorf("explicit values changed: %+v", r)
+	}
+	lin := Config{Linear: true}.withDefaults().Resolve(400, 30)
+	if lin.Hidden != nil {
+		t.Errorf("linear VLM got hidden layers %v", lin.Hidden)
+	}
 }
