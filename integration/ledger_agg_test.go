@@ -16,9 +16,7 @@ func TestLedgerAggregatesOverTheWire(t *testing.T) {
 	root := s.connect("root", "")
 	fillAux(t, root, "people", 200) // id, f (8 features), y (0 or 1)
 	mustExec(t, root, "CALL ldp_set_budget('people', 3)")
-	mustExec(t, root, "CREATE USER analyst@'%' IDENTIFIED BY 'pw'")
-	mustExec(t, root, "GRANT SELECT, EXECUTE ON ldpsql.* TO analyst@'%'")
-	analyst := s.connect("analyst", "pw")
+	analyst := s.readmeAnalyst(root)
 
 	for _, q := range []string{
 		"SELECT y FROM people",

@@ -38,9 +38,7 @@ func TestLedgerMemoNoOracleOverTheWire(t *testing.T) {
 	mustExec(t, root, "CREATE TABLE q (id INT PRIMARY KEY, a INT)")
 	mustExec(t, root, "INSERT INTO q VALUES (1, 0), (2, 1), (3, 1)")
 	mustExec(t, root, "CALL ldp_set_budget('q', 2)")
-	mustExec(t, root, "CREATE USER analyst@'%' IDENTIFIED BY 'pw'")
-	mustExec(t, root, "GRANT SELECT, EXECUTE ON ldpsql.* TO analyst@'%'")
-	analyst := s.connect("analyst", "pw")
+	analyst := s.readmeAnalyst(root)
 
 	spent := func(table string) map[string]float64 {
 		t.Helper()

@@ -8,6 +8,17 @@ import (
 	"testing"
 )
 
+// readmeAnalyst creates, as root, the analyst of the README (SELECT and EXECUTE on ldpsql, and what
+// ldp_privatize needs on the database scratch, which it creates) and connects as them.
+func (s *server) readmeAnalyst(root *sql.DB) *sql.DB {
+	s.t.Helper()
+	mustExec(s.t, root, "CREATE USER analyst@'%' IDENTIFIED BY 'pw'")
+	mustExec(s.t, root, "GRANT SELECT, EXECUTE ON ldpsql.* TO analyst@'%'")
+	mustExec(s.t, root, "CREATE DATABASE scratch")
+	mustExec(s.t, root, "GRANT SELECT, INSERT, CREATE, DROP, ALTER, EXECUTE ON scratch.* TO analyst@'%'")
+	return s.connect("analyst", "pw")
+}
+
 // queryAll runs q (with args, as a server-side prepared statement) and returns its rows as strings,
 // with the error of the query or of reading it.
 func queryAll(db *sql.DB, q string, args ...any) ([][]string, error) {
@@ -47,12 +58,7 @@ func TestLedgerAndRolesOverTheWire(t *testing.T) {
 	fillAux(t, root, "people", 300) // id, f (8 features), y (0 or 1)
 	mustExec(t, root, `CALL ldp_fit_mechanism('p2', 'pca', 'people', 'f', '{"d": 2, "l": 3}')`)
 	mustExec(t, root, "CALL ldp_set_budget('people', 3)")
-	// The analyst's grants, as the README gives them.
-	mustExec(t, root, "CREATE USER analyst@'%' IDENTIFIED BY 'pw'")
-	mustExec(t, root, "GRANT SELECT, EXECUTE ON ldpsql.* TO analyst@'%'")
-	mustExec(t, root, "CREATE DATABASE scratch")
-	mustExec(t, root, "GRANT SELECT, INSERT, CREATE, DROP, ALTER, EXECUTE ON scratch.* TO analyst@'%'")
-	analyst := s.connect("analyst", "pw")
+	analyst := s.readmeAnalyst(root)
 
 	for _, q := range []string{
 		"SELECT * FROM people",

@@ -57,14 +57,10 @@ func TestFileAccessAndServerSettings(t *testing.T) {
 	mustExec(t, root, "CREATE TABLE sec (id INT PRIMARY KEY, name VARCHAR(20), age INT)")
 	mustExec(t, root, "INSERT INTO sec VALUES (1, 'dee', 34), (2, 'ann', 50)")
 	mustExec(t, root, "CALL ldp_set_budget('sec', 1)")
-	mustExec(t, root, "CREATE USER analyst@'%' IDENTIFIED BY 'pw'")
-	mustExec(t, root, "GRANT SELECT, EXECUTE ON ldpsql.* TO analyst@'%'")
-	mustExec(t, root, "CREATE DATABASE scratch")
-	mustExec(t, root, "GRANT SELECT, INSERT, CREATE, DROP, ALTER, EXECUTE ON scratch.* TO analyst@'%'")
+	analyst := s.readmeAnalyst(root)
 	mustExec(t, root, "CREATE TABLE scratch.loaded (a INT, b INT)")
 	mustExec(t, root, "CREATE USER filer@'%' IDENTIFIED BY 'pw'")
 	mustExec(t, root, "GRANT FILE ON *.* TO filer@'%'")
-	analyst := s.connect("analyst", "pw")
 	filer := s.connect("filer", "pw")
 
 	t.Run("analyst reads no file", func(t *testing.T) {
