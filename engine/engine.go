@@ -15,8 +15,6 @@ import (
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/analyzer"
 	"github.com/dolthub/go-mysql-server/sql/mysql_db"
-	"github.com/dolthub/go-mysql-server/sql/plan"
-	"github.com/dolthub/go-mysql-server/sql/transform"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -59,6 +57,7 @@ type Engine struct {
 	closers []func() error // run by Close, last registered first, before DuckDB closes
 
 	files *fileGuard // what SQL may read and write on the server's file system (security.go)
+
 }
 
 // OnClose registers f to run when the engine closes (e.g. stopping plugin processes).
@@ -142,8 +141,7 @@ func (e *Engine) init(opts []Option) error {
 	}
 	e.GMS = sqle.New(analyzer.NewBuilder(p).
 		AddPreAnalyzeRule(ruleServerBoundary, e.serverBoundary).
-		AddPreAnalyzeRule(ruleRejectRollback, rejectRollback).
-		AddOverrides(statementLimits()).Build(), nil) // statementLimits: see limits.go
+		AddOverrides(statementLimits(p)).Build(), nil) // statementLimits: see limits.go
 	if err := e.loadUsers(); err != nil {
 		return err
 	}
@@ -153,23 +151,11 @@ func (e *Engine) init(opts []Option) error {
 		}
 	}
 	e.installServerBoundary()
-	return nil
-}
-
-// ruleRejectRollback is the analyzer rule id of rejectRollback, far from GMS's own ids.
-const ruleRejectRollback analyzer.RuleId = 100_000
-
-// errNoRollback explains why ROLLBACK fails rather than silently keeping the changes.
-var errNoRollback = errors.New("ROLLBACK is not supported: ldpsql commits every statement on its own when it completes, so there is nothing to roll back (multi-statement transactions are not implemented yet)")
-
-// rejectRollback fails ROLLBACK statements. Each statement commits on its own, so a ROLLBACK that
-// succeeded silently would let a client believe changes were undone when they were not.
-func rejectRollback(_ *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
-	switch n.(type) {
-	case *plan.Rollback, *plan.RollbackSavepoint:
-		return nil, transform.SameTree, errNoRollback
+	// GMS's default says "Dolt"; clients such as mysqladmin show it.
+	if err := sql.SystemVariables.AssignValues(map[string]any{"version_comment": "ldpsql"}); err != nil {
+		return err
 	}
-	return n, transform.SameTree, nil
+	return nil
 }
 
 // ensureDefaultDatabase creates DefaultDatabase the first time a file is opened.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"time"
 
@@ -134,15 +135,32 @@ func checkStatementSize(stmt ast.SQLNode) error {
 // boundedParser is the MySQL parser followed by checkStatementSize. GMS parses through it everywhere (the
 // server's handler, prepared statements, the planbuilder, stored routines and views), so an oversized
 // statement is refused before any of GMS's planning runs.
-type boundedParser struct{ sql.Parser }
+// It also tells p of COMMIT and BEGIN, which GMS runs without analysis (see transactions.go).
+type boundedParser struct {
+	sql.Parser
+	p *Provider
+}
 
 // statementLimits is the engine override that installs boundedParser.
-func statementLimits() sql.EngineOverrides {
-	return sql.EngineOverrides{Builder: sql.BuilderOverrides{Parser: boundedParser{sql.DefaultMySQLParser}}}
+func statementLimits(p *Provider) sql.EngineOverrides {
+	return sql.EngineOverrides{Builder: sql.BuilderOverrides{Parser: boundedParser{sql.DefaultMySQLParser, p}}}
+}
+
+// mariaDBComment matches MariaDB's executable comments, /*M!… */, which only a MariaDB server runs (a
+// mysqldump from Debian's mariadb-client begins with /*M!999999 enable the sandbox mode */): MySQL
+// ignores them as comments, and so does ldpsql, whose parser would otherwise read their text as SQL.
+var mariaDBComment = regexp.MustCompile(`/\*M![^*]*(\*+[^*/][^*]*)*\*+/`)
+
+// withoutMariaDBComments blanks /*M!… */ comments, keeping every other byte where it was.
+func withoutMariaDBComments(q string) string {
+	if !strings.Contains(q, "/*M!") {
+		return q
+	}
+	return mariaDBComment.ReplaceAllStringFunc(q, func(c string) string { return strings.Repeat(" ", len(c)) })
 }
 
 func (p boundedParser) ParseSimple(query string) (ast.Statement, error) {
-	stmt, err := p.Parser.ParseSimple(query)
+	stmt, err := p.Parser.ParseSimple(withoutMariaDBComments(query))
 	if err != nil {
 		return stmt, err
 	}
@@ -150,26 +168,29 @@ func (p boundedParser) ParseSimple(query string) (ast.Statement, error) {
 }
 
 func (p boundedParser) Parse(ctx *sql.Context, query string, multi bool) (ast.Statement, string, string, error) {
-	stmt, parsed, rest, err := p.Parser.Parse(ctx, query, multi)
+	stmt, parsed, rest, err := p.Parser.Parse(ctx, withoutMariaDBComments(query), multi)
 	if err != nil {
 		return stmt, parsed, rest, err
 	}
+	p.p.forgetWrites(ctx, stmt)
 	return stmt, parsed, rest, checkStatementSize(stmt)
 }
 
 func (p boundedParser) ParseWithOptions(ctx context.Context, query string, delimiter rune, multi bool, options ast.ParserOptions) (ast.Statement, string, string, error) {
-	stmt, parsed, rest, err := p.Parser.ParseWithOptions(ctx, query, delimiter, multi, options)
+	stmt, parsed, rest, err := p.Parser.ParseWithOptions(ctx, withoutMariaDBComments(query), delimiter, multi, options)
 	if err != nil {
 		return stmt, parsed, rest, err
 	}
+	p.p.forgetWrites(ctx, stmt)
 	return stmt, parsed, rest, checkStatementSize(stmt)
 }
 
 func (p boundedParser) ParseOneWithOptions(ctx context.Context, query string, options ast.ParserOptions) (ast.Statement, int, error) {
-	stmt, n, err := p.Parser.ParseOneWithOptions(ctx, query, options)
+	stmt, n, err := p.Parser.ParseOneWithOptions(ctx, withoutMariaDBComments(query), options)
 	if err != nil {
 		return stmt, n, err
 	}
+	p.p.forgetWrites(ctx, stmt)
 	return stmt, n, checkStatementSize(stmt)
 }
 
@@ -183,9 +204,19 @@ const disconnectPollInterval = 250 * time.Millisecond
 // its server/handler.go, every 5 s): a statement that returns an OK packet (INSERT … SELECT, CALL) or a
 // single row ran on to its end after its client had gone, still listed in SHOW PROCESSLIST. Here every
 // statement runs under a context that is cancelled as soon as its client's socket reports a hang-up.
-type cancelOnDisconnect struct{ mysql.Handler }
+type cancelOnDisconnect struct {
+	mysql.Handler
+	e *Engine
+}
 
-func wrapHandler(h mysql.Handler) (mysql.Handler, error) { return cancelOnDisconnect{h}, nil }
+func (e *Engine) wrapHandler(h mysql.Handler) (mysql.Handler, error) {
+	return cancelOnDisconnect{h, e}, nil
+}
+
+func (h cancelOnDisconnect) ConnectionClosed(c *mysql.Conn) {
+	h.Handler.ConnectionClosed(c)
+	h.e.forgetSession(c.ConnectionID)
+}
 
 func (h cancelOnDisconnect) ComQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) error {
 	ctx, stop := watchClient(ctx, c)

@@ -35,6 +35,8 @@ type Provider struct {
 	procedures sql.ExternalStoredProcedureRegistry
 
 	ledger *Ledger
+
+	wrote sync.Map // session id → true: it wrote since its last COMMIT, BEGIN or ROLLBACK (transactions.go)
 }
 
 var _ sql.MutableDatabaseProvider = (*Provider)(nil)

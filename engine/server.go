@@ -62,7 +62,7 @@ func (e *Engine) Serve(cfg ServerConfig) (*Server, error) {
 		Protocol: "tcp",
 		Listener: ln,
 		Version:  cfg.Version,
-	}, e.GMS, sql.NewContext, e.sessionBuilder, nil, wrapHandler) // wrapHandler: see limits.go
+	}, e.GMS, sql.NewContext, e.sessionBuilder, nil, e.wrapHandler) // wrapHandler: see limits.go
 	if err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("starting MySQL server: %w", err)
