@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/dolthub/go-mysql-server/sql"
 )
 
 // Jobs runs long operations (training a mechanism or a classifier) in the background and records their
@@ -24,9 +22,6 @@ type Jobs struct {
 	wg      sync.WaitGroup
 	closed  bool
 }
-
-// JobsTable is the catalog table of jobs.
-const JobsTable = "ldp_jobs"
 
 const createJobsTable = `
 CREATE SEQUENCE IF NOT EXISTS ` + CatalogSchema + `.ldp_job_ids;
@@ -220,45 +215,4 @@ func (j *Jobs) close() {
 	}
 	j.mu.Unlock()
 	j.wg.Wait()
-}
-
-// SessionUser names the session's user as jobs, models and releases record it: user@host, or
-// "embedded" for an in-process session without a user.
-func SessionUser(ctx *sql.Context) string {
-	if c := ctx.Session.Client(); c.User != "" {
-		return c.User + "@" + c.Address
-	}
-	return "embedded"
-}
-
-// IsDBA reports whether the session's user is a DBA of e: root or a holder of the global SUPER
-// privilege (everyone while user accounts are disabled).
-func (e *Engine) IsDBA(ctx *sql.Context) bool {
-	return hasGlobalPrivilege(ctx, e.GMS.Analyzer.Catalog.MySQLDb, sql.PrivilegeType_Super)
-}
-
-// ownJobs is ldp_jobs as a user who is not a DBA sees it: their own jobs only (created_by is theirs).
-// It does not take projections, so every row it reads has the whole schema.
-type ownJobs struct {
-	sql.Table
-	user string
-	col  int // index of created_by
-}
-
-func (t ownJobs) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter, error) {
-	iter, err := t.Table.PartitionRows(ctx, part)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := sql.RowIterToRows(ctx, iter)
-	if err != nil {
-		return nil, err
-	}
-	own := rows[:0]
-	for _, r := range rows {
-		if r[t.col] == t.user {
-			own = append(own, r)
-		}
-	}
-	return sql.RowsToRowIter(own...), nil
 }

@@ -42,8 +42,6 @@ import (
 //     server for everyone.
 //   - SHOW GRANTS for one's own account works for every user (GMS asks for SELECT on mysql); for
 //     another account it still needs SELECT on mysql.
-//   - ldpsql_catalog.ldp_jobs shows a user who is not a DBA only the jobs they started (GRANT SELECT ON
-//     ldpsql_catalog.ldp_jobs lets a user read it at all).
 //
 // LOAD DATA LOCAL INFILE reads the client's file, not the server's; GMS refuses it unless the global
 // local_infile is 1, which only a DBA can now set.
@@ -340,22 +338,8 @@ func (e *Engine) serverBoundary(ctx *sql.Context, a *analyzer.Analyzer, n sql.No
 	if err != nil {
 		return nil, transform.SameTree, err
 	}
-	dba := hasGlobalPrivilege(ctx, mdb, sql.PrivilegeType_Super)
 	return transform.Node(ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
 		switch x := n.(type) {
-		case *plan.ResolvedTable:
-			if dba || x.Database() == nil || !strings.EqualFold(x.Database().Name(), CatalogSchema) || !strings.EqualFold(x.Name(), JobsTable) {
-				return n, transform.SameTree, nil
-			}
-			col := x.Table.Schema(ctx).IndexOfColName("created_by")
-			if col < 0 {
-				return nil, transform.SameTree, fmt.Errorf("%s.%s has no created_by column", CatalogSchema, JobsTable)
-			}
-			own, err := x.WithTable(ctx, ownJobs{Table: x.Table, user: SessionUser(ctx), col: col})
-			if err != nil {
-				return nil, transform.SameTree, err
-			}
-			return own, transform.NewTree, nil
 		case *plan.Into:
 			if x.Outfile == "" && x.Dumpfile == "" {
 				return n, transform.SameTree, nil

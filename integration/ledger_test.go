@@ -8,16 +8,14 @@ import (
 	"testing"
 )
 
-// readmeAnalyst creates, as root, the analyst of the README (SELECT and EXECUTE on ldpsql, what
-// ldp_privatize needs on the database scratch, which it creates, and SELECT on ldp_jobs, where they see
-// their own jobs) and connects as them.
+// readmeAnalyst creates, as root, the analyst of the README (SELECT and EXECUTE on ldpsql, and what
+// ldp_privatize needs on the database scratch, which it creates) and connects as them.
 func (s *server) readmeAnalyst(root *sql.DB) *sql.DB {
 	s.t.Helper()
 	mustExec(s.t, root, "CREATE USER analyst@'%' IDENTIFIED BY 'pw'")
 	mustExec(s.t, root, "GRANT SELECT, EXECUTE ON ldpsql.* TO analyst@'%'")
 	mustExec(s.t, root, "CREATE DATABASE scratch")
 	mustExec(s.t, root, "GRANT SELECT, INSERT, CREATE, DROP, ALTER, EXECUTE ON scratch.* TO analyst@'%'")
-	mustExec(s.t, root, "GRANT SELECT ON ldpsql_catalog.ldp_jobs TO analyst@'%'")
 	return s.connect("analyst", "pw")
 }
 
