@@ -159,6 +159,13 @@ func withoutMariaDBComments(q string) string {
 	return mariaDBComment.ReplaceAllStringFunc(q, func(c string) string { return strings.Repeat(" ", len(c)) })
 }
 
+// parsed is what every parse of a session's statement is followed by: COMMIT and BEGIN clear the
+// session's writes (transactions.go), and the statement's size is checked.
+func (p boundedParser) parsed(ctx any, stmt ast.Statement) error {
+	p.p.forgetWrites(ctx, stmt)
+	return checkStatementSize(stmt)
+}
+
 func (p boundedParser) ParseSimple(query string) (ast.Statement, error) {
 	stmt, err := p.Parser.ParseSimple(withoutMariaDBComments(query))
 	if err != nil {
@@ -172,8 +179,7 @@ func (p boundedParser) Parse(ctx *sql.Context, query string, multi bool) (ast.St
 	if err != nil {
 		return stmt, parsed, rest, err
 	}
-	p.p.forgetWrites(ctx, stmt)
-	return stmt, parsed, rest, checkStatementSize(stmt)
+	return stmt, parsed, rest, p.parsed(ctx, stmt)
 }
 
 func (p boundedParser) ParseWithOptions(ctx context.Context, query string, delimiter rune, multi bool, options ast.ParserOptions) (ast.Statement, string, string, error) {
@@ -181,8 +187,7 @@ func (p boundedParser) ParseWithOptions(ctx context.Context, query string, delim
 	if err != nil {
 		return stmt, parsed, rest, err
 	}
-	p.p.forgetWrites(ctx, stmt)
-	return stmt, parsed, rest, checkStatementSize(stmt)
+	return stmt, parsed, rest, p.parsed(ctx, stmt)
 }
 
 func (p boundedParser) ParseOneWithOptions(ctx context.Context, query string, options ast.ParserOptions) (ast.Statement, int, error) {
@@ -190,8 +195,7 @@ func (p boundedParser) ParseOneWithOptions(ctx context.Context, query string, op
 	if err != nil {
 		return stmt, n, err
 	}
-	p.p.forgetWrites(ctx, stmt)
-	return stmt, n, checkStatementSize(stmt)
+	return stmt, n, p.parsed(ctx, stmt)
 }
 
 // disconnectPollInterval is how often a running statement's client socket is checked for a hang-up.

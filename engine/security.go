@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -560,22 +561,13 @@ func (e *Engine) confineColumnStatistics() {
 			db, _ := r[0].(string)
 			table, _ := r[1].(string)
 			col, _ := r[2].(string)
-			if b, protected := e.Ledger.Budget(TableRef{Database: db, Table: table}); protected && !containsFold(b.UnitColumns, col) {
+			if b, protected := e.Ledger.Budget(TableRef{Database: db, Table: table}); protected && !slices.ContainsFunc(b.UnitColumns, func(u string) bool { return strings.EqualFold(u, col) }) {
 				continue
 			}
 			kept = append(kept, r)
 		}
 		return kept
 	})
-}
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // wrapInfoSchema filters the rows of the information_schema table name through keep.
