@@ -1,0 +1,149 @@
+//go:build experiments
+
+package experiments
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/ldpsql/ldpsql/plugins/builtin/pca/pcaenc"
+	"github.com/ldpsql/ldpsql/training/classifier"
+	"github.com/ldpsql/ldpsql/training/datasets"
+)
+
+func l1(v []float32) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += math.Abs(float64(x))
+	}
+	return s
+}
+
+func clip(v []float32, l float64) []float32 {
+	out := append([]float32(nil), v...)
+	if n := l1(v); n > l {
+		for i := range out {
+			out[i] = float32(float64(out[i]) * l / n)
+		}
+	}
+	return out
+}
+
+func lap(r *rand.Rand, b float64) float64 {
+	u := r.Float64() - 0.5
+	return -b * math.Copysign(1, u) * math.Log(1-2*math.Abs(u))
+}
+
+func run(t *testing.T, name string, aux, priv, test [][]float32, yPriv, yTest []int, k int) {
+	m, err := pcaenc.FitRows(pcaenc.Params{D: 8, L: 1e9}, aux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	za, _ := m.Encode(aux)
+	zp, _ := m.Encode(priv)
+	zt, _ := m.Encode(test)
+	norms := make([]float64, len(za))
+	for i, z := range za {
+		norms[i] = l1(z)
+	}
+	sort.Float64s(norms)
+	q := func(p float64) float64 { return norms[int(p*float64(len(norms)-1))] }
+	for _, eps := range []float64{4, 8} {
+		ex, ey := 0.7*eps, 0.3*eps
+		for _, lv := range []struct {
+			n string
+			l float64
+		}{{"q00", q(0) * 0.5}, {"q05", q(0.05)}, {"q10", q(0.1)}, {"q25", q(0.25)}, {"q50", q(0.5)}, {"q90", q(0.9)}, {"q99", q(0.99)}, {"l10", 10}} {
+			var accs []float64
+			for seed := uint64(1); seed <= 2; seed++ {
+				r := rand.New(rand.NewPCG(seed, 7))
+				b := 2 * lv.l / ex
+				auxC := make([][]float32, len(za))
+				for i := range za {
+					auxC[i] = clip(za[i], lv.l)
+				}
+				noisy := make([][]float32, len(zp))
+				ys := make([]int, len(zp))
+				keep := math.Exp(ey) / (math.Exp(ey) + float64(k-1))
+				for i := range zp {
+					c := clip(zp[i], lv.l)
+					for j := range c {
+						c[j] += float32(lap(r, b))
+					}
+					noisy[i] = c
+					ys[i] = yPriv[i]
+					if r.Float64() >= keep {
+						o := r.IntN(k - 1)
+						if o >= ys[i] {
+							o++
+						}
+						ys[i] = o
+					}
+				}
+				nv := len(noisy) / 10
+				R := classifier.KRRMatrix(ey, k)
+				cfg := classifier.DefaultConfig()
+				cfg.Seed = seed
+				cfg.Restarts = 1
+				mod, err := classifier.TrainMarginal(context.Background(), cfg,
+					classifier.MarginalData{Aux: auxC, Noisy: noisy[nv:], Labels: ys[nv:], Scale: b, R: R},
+					classifier.MarginalData{Noisy: noisy[:nv], Labels: ys[:nv]}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				testC := make([][]float32, len(zt))
+				for i := range zt {
+					testC[i] = clip(zt[i], lv.l)
+				}
+				pred := mod.PredictBatch(testC)
+				ok := 0
+				for i, p := range pred {
+					if p == yTest[i] {
+						ok++
+					}
+				}
+				accs = append(accs, float64(ok)/float64(len(pred)))
+			}
+			t.Logf("%s eps %g %s (l=%.3g): acc %.3f %.3f", name, eps, lv.n, lv.l, accs[0], accs[1])
+		}
+	}
+}
+
+// TestPCALQuantile: clean test accuracy of the marginal classifier on PCA (d = 8) latents clipped at
+// several quantiles of the encodings' l1 norms, privatised at eps = 4 and 8 (lambda 0.7), 2 seeds. It
+// chose pcaenc.AutoLQuantile.
+func TestPCALQuantile(t *testing.T) {
+	w, _ := datasets.LoadWDBC()
+	n, d := len(w.Features), len(w.Features[0])
+	mu, sd := make([]float64, d), make([]float64, d)
+	for _, f := range w.Features {
+		for j, v := range f {
+			mu[j] += v / float64(n)
+		}
+	}
+	for _, f := range w.Features {
+		for j, v := range f {
+			sd[j] += (v - mu[j]) * (v - mu[j]) / float64(n)
+		}
+	}
+	rows := make([][]float32, n)
+	perm := rand.New(rand.NewPCG(3, 3)).Perm(n)
+	labels := make([]int, n)
+	for i, p := range perm {
+		rows[i] = make([]float32, d)
+		for j, v := range w.Features[p] {
+			rows[i][j] = float32((v - mu[j]) / math.Sqrt(sd[j]))
+		}
+		labels[i] = w.Labels[p]
+	}
+	run(t, "wdbc-std", rows[:200], rows[200:469], rows[469:], labels[200:469], labels[469:], 2)
+	tr, _, err := datasets.LoadFashionMNIST("train")
+	if err != nil {
+		t.Skip(err)
+	}
+	te, _, _ := datasets.LoadFashionMNIST("test")
+	run(t, "fmnist", tr.Pixels[:2000], tr.Pixels[2000:5000], te.Pixels[:1000], tr.Labels[2000:5000], te.Labels[:1000], 10)
+}
