@@ -3,8 +3,6 @@ package classifier
 import (
 	"cmp"
 	"encoding/json"
-	"fmt"
-	"math"
 	"slices"
 
 	"github.com/ldpsql/ldpsql/training/internal/jsonconf"
@@ -40,22 +38,22 @@ type Config struct {
 	// Hidden are the sizes of the ReLU hidden layers, input side first.
 	Hidden []int `json:"hidden"`
 	// Epochs is the most passes over the training rows (0: automatic).
-	Epochs int `json:"epochs"`
+	Epochs int `json:"epochs" conf:"default"`
 	// BatchSize is the number of privatised rows per Adam step (default
 	// 128). For the marginal objective every step still sums over all
 	// auxiliary points.
-	BatchSize int `json:"batch_size"`
+	BatchSize int `json:"batch_size" conf:"default"`
 	// Patience is the number of epochs without a strict improvement of the
 	// validation objective after which training stops (0: automatic). It
 	// has no effect when the validation split is empty.
-	Patience int `json:"patience"`
+	Patience int `json:"patience" conf:"default"`
 	// Restarts is the number of independent starts (initialisation and
 	// shuffling from Seed, Seed+1, …); the start with the best validation
 	// objective is kept (0: automatic). Without a validation split there is
 	// nothing to choose by, so only one start is made.
-	Restarts int `json:"restarts"`
+	Restarts int `json:"restarts" conf:"default"`
 	// LR is Adam's learning rate (default 1e-3).
-	LR float64 `json:"lr"`
+	LR float64 `json:"lr" conf:"default"`
 	// Seed determines initialisation and shuffling.
 	Seed uint64 `json:"seed"`
 	// MemoryBudget bounds, in bytes, the ψ-independent N×M float32 table of
@@ -143,17 +141,13 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults fills the zero fields that have defaults and copies Hidden.
+// withDefaults fills the zero fields that have defaults (those tagged
+// conf:"default", and MemoryBudget, which JSON does not set) and copies
+// Hidden.
 func (c Config) withDefaults() Config {
-	def := DefaultConfig()
-	if c.BatchSize == 0 {
-		c.BatchSize = def.BatchSize
-	}
-	if c.LR == 0 {
-		c.LR = def.LR
-	}
+	c = jsonconf.Defaults(c, DefaultConfig())
 	if c.MemoryBudget == 0 {
-		c.MemoryBudget = def.MemoryBudget
+		c.MemoryBudget = DefaultMemoryBudget
 	}
 	c.Hidden = slices.Clone(c.Hidden)
 	return c
@@ -162,36 +156,19 @@ func (c Config) withDefaults() Config {
 // validate checks a configuration after withDefaults; errors name the JSON
 // key.
 func (c Config) validate() error {
-	switch {
-	case c.Epochs < 0 || c.Epochs > MaxEpochs:
-		return fmt.Errorf("epochs = %d: want 1 ≤ epochs ≤ %d (or omit it for the automatic rule)", c.Epochs, MaxEpochs)
-	case c.BatchSize < 1 || c.BatchSize > MaxBatch:
-		return fmt.Errorf("batch_size = %d: want 1 ≤ batch_size ≤ %d", c.BatchSize, MaxBatch)
-	case c.Patience < 0 || c.Patience > MaxPatience:
-		return fmt.Errorf("patience = %d: want 1 ≤ patience ≤ %d (or omit it for the automatic rule)", c.Patience, MaxPatience)
-	case c.Restarts < 0 || c.Restarts > MaxRestarts:
-		return fmt.Errorf("restarts = %d: want 1 ≤ restarts ≤ %d (or omit it for the automatic rule)", c.Restarts, MaxRestarts)
-	case math.IsNaN(c.LR) || !(c.LR > 0) || c.LR > MaxLR:
-		return fmt.Errorf("lr = %v: want a number in (0, %d]", c.LR, MaxLR)
-	case len(c.Hidden) > MaxLayers:
-		return fmt.Errorf("hidden has %d layers: want at most %d", len(c.Hidden), MaxLayers)
-	}
-	for i, h := range c.Hidden {
-		if h < 1 || h > MaxHidden {
-			return fmt.Errorf("hidden[%d] = %d: want 1 ≤ size ≤ %d", i, h, MaxHidden)
-		}
-	}
-	return nil
+	return cmp.Or(
+		jsonconf.Auto("epochs", c.Epochs, MaxEpochs),
+		jsonconf.Int("batch_size", c.BatchSize, 1, MaxBatch),
+		jsonconf.Auto("patience", c.Patience, MaxPatience),
+		jsonconf.Auto("restarts", c.Restarts, MaxRestarts),
+		jsonconf.Positive("lr", c.LR, MaxLR),
+		jsonconf.Sizes("hidden", c.Hidden, MaxLayers, MaxHidden),
+	)
 }
 
 // Validate reports whether the configuration, with its zero fields filled
 // with defaults, is usable.
-func (c Config) Validate() error {
-	if err := c.withDefaults().validate(); err != nil {
-		return fmt.Errorf("classifier config: %w", err)
-	}
-	return nil
-}
+func (c Config) Validate() error { return configSpec.Wrap(c.withDefaults().validate()) }
 
 // configSpec words ParseConfig's errors.
 var configSpec = jsonconf.Spec{Name: "classifier config", Noun: "key", Omit: "omit the key for the default"}
@@ -203,41 +180,5 @@ var configSpec = jsonconf.Spec{Name: "classifier config", Noun: "key", Omit: "om
 // Unknown keys, wrong types, explicit zeros where zero is not allowed,
 // trailing data and out-of-range values are errors naming the key.
 func ParseConfig(raw json.RawMessage) (Config, error) {
-	// Pointer fields tell "absent" from an explicit zero.
-	var p struct {
-		Hidden    *[]int   `json:"hidden"`
-		Epochs    *int     `json:"epochs"`
-		BatchSize *int     `json:"batch_size"`
-		Patience  *int     `json:"patience"`
-		Restarts  *int     `json:"restarts"`
-		LR        *float64 `json:"lr"`
-		Seed      *uint64  `json:"seed"`
-	}
-	if err := configSpec.Decode(raw, &p); err != nil {
-		return Config{}, err
-	}
-	c := DefaultConfig()
-	if p.Hidden != nil {
-		c.Hidden = *p.Hidden
-		if c.Hidden == nil {
-			c.Hidden = []int{}
-		}
-	}
-	// Every key is set; the first error wins.
-	if err := cmp.Or(
-		jsonconf.SetNonZero(&configSpec, &c.Epochs, p.Epochs, "epochs"),
-		jsonconf.SetNonZero(&configSpec, &c.BatchSize, p.BatchSize, "batch_size"),
-		jsonconf.SetNonZero(&configSpec, &c.Patience, p.Patience, "patience"),
-		jsonconf.SetNonZero(&configSpec, &c.Restarts, p.Restarts, "restarts"),
-		jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"),
-	); err != nil {
-		return Config{}, err
-	}
-	if p.Seed != nil {
-		c.Seed = *p.Seed
-	}
-	if err := c.validate(); err != nil {
-		return Config{}, fmt.Errorf("classifier config: %w", err)
-	}
-	return c, nil
+	return jsonconf.Parse(&configSpec, raw, DefaultConfig(), Config.validate)
 }

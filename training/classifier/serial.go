@@ -3,7 +3,6 @@ package classifier
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 
 	"github.com/ldpsql/ldpsql/training/internal/artifact"
@@ -52,12 +51,11 @@ func finitePtr(v float64) *float64 {
 func (m *Model) MarshalBinary() ([]byte, error) {
 	h := modelHeader{Format: modelFormat, Sizes: m.nt.sizes, Stats: m.stats,
 		TrainLoss: finitePtr(m.stats.TrainLoss), ValLoss: finitePtr(m.stats.ValLoss)}
-	hj, err := json.Marshal(h)
-	if err != nil {
-		return nil, fmt.Errorf("classifier: encoding the model header: %w", err)
-	}
 	d := m.InputDim()
-	b := modelFrame.Begin(ModelVersion, hj, 4*(2*d+len(m.nt.params)))
+	b, err := modelFrame.Begin(ModelVersion, h, 4*(2*d+len(m.nt.params)))
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range [][]float32{m.std.mean, m.std.std, m.nt.params} {
 		b = artifact.AppendFloat32s(b, s)
 	}

@@ -1,9 +1,7 @@
 package spread
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 
@@ -119,11 +117,11 @@ type artifactHeader struct {
 // MarshalBinary encodes the model as a versioned artifact with a SHA-256
 // checksum, for UnmarshalModel.
 func (m *Model) MarshalBinary() ([]byte, error) {
-	hj, err := json.Marshal(artifactHeader{Format: artifactFormat, Classes: m.k, InputDim: m.d, Config: m.cfg})
+	h := artifactHeader{Format: artifactFormat, Classes: m.k, InputDim: m.d, Config: m.cfg}
+	b, err := artifactFrame.Begin(ArtifactVersion, h, 8*(len(m.w)+len(m.b)))
 	if err != nil {
-		return nil, fmt.Errorf("spread: encoding the artifact header: %w", err)
+		return nil, err
 	}
-	b := artifactFrame.Begin(ArtifactVersion, hj, 8*(len(m.w)+len(m.b)))
 	b = artifact.AppendFloat64s(b, m.w)
 	b = artifact.AppendFloat64s(b, m.b)
 	return artifact.Seal(b), nil
@@ -132,9 +130,13 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 // ErrBadArtifact is wrapped by every error UnmarshalModel returns.
 var ErrBadArtifact = errors.New("spread: bad artifact")
 
-// artifactFrame is the artifact's framing: magic, versions and checksum.
+// badArtifact returns an error wrapping ErrBadArtifact.
+var badArtifact = artifactFrame.Errorf
+
+// artifactFrame is the artifact's framing: magic, versions, checksum and
+// the header's format and input_dim.
 var artifactFrame = artifact.Format{Magic: artifactMagic, Name: "spread model artifact",
-	Versions: []uint32{artifactV1, ArtifactVersion}, Err: ErrBadArtifact}
+	Versions: []uint32{artifactV1, ArtifactVersion}, Err: ErrBadArtifact, Header: artifactFormat, MaxInputDim: MaxInputDim}
 
 // UnmarshalModel decodes an artifact written by MarshalBinary (version 2) or
 // by a build before Config.Labels (version 1, whose model's Config reports
@@ -142,23 +144,13 @@ var artifactFrame = artifact.Format{Magic: artifactMagic, Name: "spread model ar
 // version, the checksum, the header (unknown fields are errors), the shapes,
 // the exact length and that every weight is finite.
 func UnmarshalModel(data []byte) (*Model, error) {
-	fr, err := artifactFrame.Open(data)
+	var h artifactHeader
+	fr, err := artifactFrame.Load(data, &h)
 	if err != nil {
 		return nil, err
 	}
-	var h artifactHeader
-	if err := artifactFrame.DecodeHeader(fr.Header, &h); err != nil {
-		return nil, err
-	}
-	badArtifact := artifactFrame.Errorf
-	if h.Format != artifactFormat {
-		return nil, badArtifact("header format %q, want %q", h.Format, artifactFormat)
-	}
 	if h.Classes < 2 || h.Classes > MaxClasses {
 		return nil, badArtifact("classes %d, want 2..%d", h.Classes, MaxClasses)
-	}
-	if h.InputDim < 1 || h.InputDim > MaxInputDim {
-		return nil, badArtifact("input_dim %d, want 1..%d", h.InputDim, MaxInputDim)
 	}
 	switch version := fr.Version; {
 	case version == artifactV1 && h.Config.Labels != "":

@@ -1,9 +1,7 @@
 package vlm
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 
@@ -50,11 +48,10 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 		h.Layers = append(h.Layers, [2]int{l.in, l.out})
 		n += len(l.w) + len(l.b)
 	}
-	hj, err := json.Marshal(h)
+	b, err := artifactFrame.Begin(ArtifactVersion, h, 4*n)
 	if err != nil {
-		return nil, fmt.Errorf("vlm: encoding the artifact header: %w", err)
+		return nil, err
 	}
-	b := artifactFrame.Begin(ArtifactVersion, hj, 4*n)
 	for _, l := range m.layers() {
 		b = artifact.AppendFloat32s(b, l.w)
 		b = artifact.AppendFloat32s(b, l.b)
@@ -65,28 +62,23 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 // ErrBadArtifact is wrapped by every error UnmarshalModel returns.
 var ErrBadArtifact = errors.New("vlm: bad artifact")
 
-// artifactFrame is the artifact's framing: magic, version and checksum.
-var artifactFrame = artifact.Format{Magic: artifactMagic, Name: "VLM artifact", Versions: []uint32{1, ArtifactVersion}, Err: ErrBadArtifact}
+// badArtifact returns an error wrapping ErrBadArtifact.
+var badArtifact = artifactFrame.Errorf
+
+// artifactFrame is the artifact's framing: magic, versions, checksum and
+// the header's format and input_dim.
+var artifactFrame = artifact.Format{Magic: artifactMagic, Name: "VLM artifact", Versions: []uint32{1, ArtifactVersion},
+	Err: ErrBadArtifact, Header: artifactFormat, MaxInputDim: MaxInputDim}
 
 // UnmarshalModel decodes an artifact written by MarshalBinary. It checks the
 // magic, the version, the checksum, the header (unknown fields are errors),
 // the configuration, that the layer shapes match it, the exact length and
 // that every weight is finite.
 func UnmarshalModel(data []byte) (*Model, error) {
-	fr, err := artifactFrame.Open(data)
+	var h artifactHeader
+	fr, err := artifactFrame.Load(data, &h)
 	if err != nil {
 		return nil, err
-	}
-	var h artifactHeader
-	if err := artifactFrame.DecodeHeader(fr.Header, &h); err != nil {
-		return nil, err
-	}
-	badArtifact := artifactFrame.Errorf
-	if h.Format != artifactFormat {
-		return nil, badArtifact("header format %q, want %q", h.Format, artifactFormat)
-	}
-	if h.InputDim < 1 || h.InputDim > MaxInputDim {
-		return nil, badArtifact("input_dim %d, want 1..%d", h.InputDim, MaxInputDim)
 	}
 	cfg := h.Config
 	if err := cfg.validate(); err != nil {

@@ -35,10 +35,10 @@ const (
 // learnt scale, Linear and Seed.
 type Config struct {
 	// D is the latent dimension (default 8).
-	D int `json:"d"`
+	D int `json:"d" conf:"default"`
 	// L is the ℓ1 radius of the clipped encoder mean (default 10); the
 	// encoder's ℓ1 sensitivity is 2L.
-	L float64 `json:"l"`
+	L float64 `json:"l" conf:"default"`
 	// EpsPretrain fixes the training posterior scale at b_train =
 	// 2L/EpsPretrain (the thesis's ε_pre-training). 0 means b is a learnt
 	// scalar (b = exp(ρ), ρ initialised to log(1/(2√2))). Neither is the
@@ -54,16 +54,16 @@ type Config struct {
 	// training rows' means and standard deviations). Empty: chosen by Train
 	// from the rows, bernoulli when every value lies in [0, 1] (images),
 	// else gaussian (tabular data of any scale).
-	Likelihood string `json:"likelihood"`
+	Likelihood string `json:"likelihood" conf:"default"`
 	// Linear selects the linear VLM: linear encoder and decoder, still
 	// ν-clipped and still noised in training.
 	Linear bool `json:"linear"`
 	// Epochs (0: chosen by Train from the number of rows, see Resolve) and
 	// BatchSize (default 64) of Adam training.
-	Epochs    int `json:"epochs"`
-	BatchSize int `json:"batch_size"`
+	Epochs    int `json:"epochs" conf:"default"`
+	BatchSize int `json:"batch_size" conf:"default"`
 	// LR is Adam's learning rate (default 5e-4).
-	LR float64 `json:"lr"`
+	LR float64 `json:"lr" conf:"default"`
 	// Seed determines initialisation, shuffling and training noise.
 	Seed uint64 `json:"seed"`
 }
@@ -84,19 +84,7 @@ func DefaultConfig() Config {
 // withDefaults fills zero fields with the defaults and normalises Hidden
 // (nil for the linear variant and when left for Resolve, a copy otherwise).
 func (c Config) withDefaults() Config {
-	def := DefaultConfig()
-	if c.D == 0 {
-		c.D = def.D
-	}
-	if c.L == 0 {
-		c.L = def.L
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = def.BatchSize
-	}
-	if c.LR == 0 {
-		c.LR = def.LR
-	}
+	c = jsonconf.Defaults(c, DefaultConfig())
 	if c.Linear || len(c.Hidden) == 0 {
 		c.Hidden = nil
 	} else {
@@ -141,119 +129,54 @@ func (c Config) Resolve(n, inputDim int) Config {
 // validate checks a configuration after withDefaults; errors name the JSON
 // field.
 func (c Config) validate() error {
-	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	switch {
-	case c.D < 1 || c.D > MaxD:
-		return fmt.Errorf("d = %d: want 1 ≤ d ≤ %d", c.D, MaxD)
-	case !finite(c.L) || !(c.L > 0) || c.L > MaxL:
-		return fmt.Errorf("l = %v: want a finite number in (0, %g]", c.L, float64(MaxL))
-	case !finite(c.EpsPretrain) || c.EpsPretrain < 0:
+	case math.IsNaN(c.EpsPretrain) || math.IsInf(c.EpsPretrain, 0) || c.EpsPretrain < 0:
 		return fmt.Errorf("eps_pretrain = %v: want 0 (learnt scale) or a finite number > 0", c.EpsPretrain)
 	case c.Likelihood != "" && c.Likelihood != Bernoulli && c.Likelihood != Gaussian:
 		return fmt.Errorf("likelihood = %q: want %q or %q (or leave it out to choose from the data)", c.Likelihood, Bernoulli, Gaussian)
-	case c.Epochs < 0 || c.Epochs > MaxEpochs:
-		return fmt.Errorf("epochs = %d: want 1 ≤ epochs ≤ %d", c.Epochs, MaxEpochs)
-	case c.BatchSize < 1 || c.BatchSize > MaxBatch:
-		return fmt.Errorf("batch_size = %d: want 1 ≤ batch_size ≤ %d", c.BatchSize, MaxBatch)
-	case !finite(c.LR) || !(c.LR > 0) || c.LR > MaxLR:
-		return fmt.Errorf("lr = %v: want a finite number in (0, %g]", c.LR, float64(MaxLR))
-	}
-	if c.EpsPretrain > 0 {
-		if b := 2 * c.L / c.EpsPretrain; !(b > 1e-6) || b > 1e6 {
-			return fmt.Errorf("eps_pretrain = %v: training scale b = 2l/eps_pretrain = %v is outside [1e-6, 1e6]", c.EpsPretrain, b)
-		}
-	}
-	if c.Linear && len(c.Hidden) > 0 {
+	case c.Linear && len(c.Hidden) > 0:
 		return errors.New("hidden must be empty when linear is true")
 	}
-	if len(c.Hidden) > MaxLayers {
-		return fmt.Errorf("hidden has %d layers: want at most %d", len(c.Hidden), MaxLayers)
+	if err := cmp.Or(
+		jsonconf.Int("d", c.D, 1, MaxD),
+		jsonconf.Positive("l", c.L, MaxL),
+		jsonconf.Auto("epochs", c.Epochs, MaxEpochs),
+		jsonconf.Int("batch_size", c.BatchSize, 1, MaxBatch),
+		jsonconf.Positive("lr", c.LR, MaxLR),
+		jsonconf.Sizes("hidden", c.Hidden, MaxLayers, MaxHidden),
+	); err != nil {
+		return err
 	}
-	for i, h := range c.Hidden {
-		if h < 1 || h > MaxHidden {
-			return fmt.Errorf("hidden[%d] = %d: want 1 ≤ size ≤ %d", i, h, MaxHidden)
-		}
+	if b := 2 * c.L / c.EpsPretrain; c.EpsPretrain > 0 && (!(b > 1e-6) || b > 1e6) {
+		return fmt.Errorf("eps_pretrain = %v: training scale b = 2l/eps_pretrain = %v is outside [1e-6, 1e6]", c.EpsPretrain, b)
 	}
 	return nil
 }
 
 // Validate reports whether the configuration, with its zero fields filled
 // with defaults, is usable.
-func (c Config) Validate() error {
-	if err := c.withDefaults().validate(); err != nil {
-		return fmt.Errorf("vlm config: %w", err)
-	}
-	return nil
-}
+func (c Config) Validate() error { return configSpec.Wrap(c.withDefaults().validate()) }
 
 // configSpec words ParseConfig's errors.
 var configSpec = jsonconf.Spec{Name: "vlm config", Noun: "field", Omit: "leave it out for the default"}
 
 // ParseConfig decodes a JSON object of Config fields ({"d": 8, "l": 10,
 // "eps_pretrain": 33, "hidden": [400, 150, 50], "likelihood": "bernoulli",
-// "linear": false, "epochs": 20, "batch_size": 64, "lr": 5e-4, "seed": 1}),
-// fills absent fields with defaults and validates the result. Empty input and
-// null mean all defaults. Unknown fields, wrong types, trailing data and bad
-// values are errors naming the field.
+// "linear": false, "epochs": 20, "batch_size": 64, "lr": 5e-4, "seed": 1})
+// over [DefaultConfig] and validates the result. Empty input and null mean
+// all defaults. Unknown fields, wrong types, trailing data, explicit zeros
+// (and "likelihood": "") and bad values are errors naming the field.
 func ParseConfig(raw json.RawMessage) (Config, error) {
-	// Pointer fields tell "absent" from an explicit zero.
-	var p struct {
-		D           *int     `json:"d"`
-		L           *float64 `json:"l"`
-		EpsPretrain *float64 `json:"eps_pretrain"`
-		Hidden      *[]int   `json:"hidden"`
-		Likelihood  *string  `json:"likelihood"`
-		Linear      *bool    `json:"linear"`
-		Epochs      *int     `json:"epochs"`
-		BatchSize   *int     `json:"batch_size"`
-		LR          *float64 `json:"lr"`
-		Seed        *uint64  `json:"seed"`
-	}
-	if err := configSpec.Decode(raw, &p); err != nil {
+	c, err := jsonconf.Parse(&configSpec, raw, DefaultConfig(), func(c Config) error {
+		// In Go an empty Hidden is left to Resolve; written out in JSON it
+		// reads as a request for no layers, which only linear means.
+		if c.Hidden != nil && len(c.Hidden) == 0 && !c.Linear {
+			return errors.New("hidden = []: give at least one layer size, or set linear")
+		}
+		return c.validate()
+	})
+	if err != nil {
 		return Config{}, err
 	}
-	var c Config
-	// Every field in a group is set; the first error wins.
-	if err := cmp.Or(
-		jsonconf.SetNonZero(&configSpec, &c.D, p.D, "d"),
-		jsonconf.SetNonZero(&configSpec, &c.L, p.L, "l"),
-	); err != nil {
-		return Config{}, err
-	}
-	if p.EpsPretrain != nil {
-		c.EpsPretrain = *p.EpsPretrain
-	}
-	if p.Linear != nil {
-		c.Linear = *p.Linear
-	}
-	if p.Hidden != nil {
-		if len(*p.Hidden) == 0 && !c.Linear {
-			return Config{}, configSpec.Errorf("hidden = []: give at least one layer size, or set linear")
-		}
-		if len(*p.Hidden) > 0 && c.Linear {
-			return Config{}, configSpec.Errorf("hidden must be empty or absent when linear is true")
-		}
-		c.Hidden = *p.Hidden
-	}
-	if p.Likelihood != nil {
-		if *p.Likelihood == "" {
-			return Config{}, configSpec.Errorf("likelihood = \"\": want %q or %q", Bernoulli, Gaussian)
-		}
-		c.Likelihood = *p.Likelihood
-	}
-	if err := cmp.Or(
-		jsonconf.SetNonZero(&configSpec, &c.Epochs, p.Epochs, "epochs"),
-		jsonconf.SetNonZero(&configSpec, &c.BatchSize, p.BatchSize, "batch_size"),
-		jsonconf.SetNonZero(&configSpec, &c.LR, p.LR, "lr"),
-	); err != nil {
-		return Config{}, err
-	}
-	if p.Seed != nil {
-		c.Seed = *p.Seed
-	}
-	c = c.withDefaults()
-	if err := c.validate(); err != nil {
-		return Config{}, fmt.Errorf("vlm config: %w", err)
-	}
-	return c, nil
+	return c.withDefaults(), nil
 }

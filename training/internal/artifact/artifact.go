@@ -11,7 +11,9 @@
 //	payload    the rest up to the checksum (the packages' values)
 //	checksum   32 bytes: SHA-256 of everything above
 //
-// What the header and the payload hold is each package's business.
+// Load checks the "format" and "input_dim" a header shares with the others
+// (the classifier's, lenient and without input_dim, is read with Open); the
+// rest of the header and the payload are each package's business.
 package artifact
 
 import (
@@ -34,8 +36,13 @@ type Format struct {
 	Name string
 	// Versions are the versions Open accepts, oldest first.
 	Versions []uint32
-	// Err is wrapped by every error Open, DecodeHeader and Errorf return.
+	// Err is wrapped by every error Open, DecodeHeader, Load and Errorf
+	// return.
 	Err error
+	// Header is the "format" every header names, and MaxInputDim bounds the
+	// "input_dim" it gives (see Load).
+	Header      string
+	MaxInputDim int
 }
 
 // Errorf returns an error wrapping f.Err: "<f.Err>: <message>".
@@ -47,14 +54,18 @@ func (f *Format) Errorf(format string, a ...any) error {
 func (f *Format) fixed() int { return len(f.Magic) + 8 }
 
 // Begin starts an artifact: it returns the magic, version, header length and
-// header, in a buffer with room for payloadLen bytes of payload and the
-// checksum. Append the payload, then Seal.
-func (f *Format) Begin(version uint32, header []byte, payloadLen int) []byte {
+// header, h encoded as JSON, in a buffer with room for payloadLen bytes of
+// payload and the checksum. Append the payload, then Seal.
+func (f *Format) Begin(version uint32, h any, payloadLen int) ([]byte, error) {
+	header, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("%s: encoding the header: %w", f.Name, err)
+	}
 	b := make([]byte, 0, f.fixed()+len(header)+payloadLen+sha256.Size)
 	b = append(b, f.Magic...)
 	b = binary.LittleEndian.AppendUint32(b, version)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(header)))
-	return append(b, header...)
+	return append(b, header...), nil
 }
 
 // AppendFloat32s appends s to b as little-endian float32 values.
@@ -140,6 +151,34 @@ func (f *Format) DecodeHeader(header []byte, v any) error {
 		return f.Errorf("header: trailing data")
 	}
 	return nil
+}
+
+// Load opens data (see Open), decodes its header strictly into h (see
+// DecodeHeader) and checks the part of it every package's header shares: a
+// "format" of f.Header and an "input_dim" in 1..f.MaxInputDim.
+func (f *Format) Load(data []byte, h any) (Frame, error) {
+	fr, err := f.Open(data)
+	if err != nil {
+		return Frame{}, err
+	}
+	if err := f.DecodeHeader(fr.Header, h); err != nil {
+		return Frame{}, err
+	}
+	// Read apart, so that h stays the package's own struct, fields in the
+	// order it writes them.
+	var common struct {
+		Format   string `json:"format"`
+		InputDim int    `json:"input_dim"`
+	}
+	switch err := json.Unmarshal(fr.Header, &common); {
+	case err != nil:
+		return Frame{}, f.Errorf("header: %v", err)
+	case common.Format != f.Header:
+		return Frame{}, f.Errorf("header format %q, want %q", common.Format, f.Header)
+	case common.InputDim < 1 || common.InputDim > f.MaxInputDim:
+		return Frame{}, f.Errorf("input_dim %d, want 1..%d", common.InputDim, f.MaxInputDim)
+	}
+	return fr, nil
 }
 
 // A Reader reads a payload's little-endian float values in order, checking

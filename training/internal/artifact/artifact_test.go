@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -17,7 +18,7 @@ var format = Format{Magic: "LDPSQLTS", Name: "test artifact", Versions: []uint32
 // sample is an artifact with header {"n":2} and payload 1.5, -2 (float32)
 // and 3 (float64).
 func sample(version uint32) []byte {
-	b := format.Begin(version, []byte(`{"n":2}`), 16)
+	b, _ := format.Begin(version, json.RawMessage(`{"n":2}`), 16)
 	b = AppendFloat32s(b, []float32{1.5, -2})
 	b = AppendFloat64s(b, []float64{3})
 	return Seal(b)
@@ -39,6 +40,9 @@ func TestLayout(t *testing.T) {
 	}
 	if cap(b) != len(b) {
 		t.Errorf("Begin sized the buffer %d for %d bytes", cap(b), len(b))
+	}
+	if _, err := format.Begin(1, math.NaN(), 0); err == nil || !strings.HasPrefix(err.Error(), "test artifact: encoding the header: ") {
+		t.Errorf("NaN header: %v", err)
 	}
 }
 
@@ -110,6 +114,37 @@ func TestDecodeHeaderStrict(t *testing.T) {
 	} {
 		if err := format.DecodeHeader([]byte(raw), &h); !errors.Is(err, errBad) || !strings.Contains(err.Error(), want) {
 			t.Errorf("DecodeHeader(%s) = %v, want %q", raw, err, want)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	f := format
+	f.Header, f.MaxInputDim = "test", 4
+	load := func(header string) error {
+		var h struct {
+			Format   string `json:"format"`
+			InputDim int    `json:"input_dim"`
+			N        int    `json:"n"`
+		}
+		b, _ := f.Begin(1, json.RawMessage(header), 0)
+		_, err := f.Load(Seal(b), &h)
+		if err == nil && (h.Format != "test" || h.N != 2) {
+			t.Errorf("%s: decoded %+v", header, h)
+		}
+		return err
+	}
+	if err := load(`{"n":2,"input_dim":4,"format":"test"}`); err != nil {
+		t.Fatal(err)
+	}
+	for header, want := range map[string]string{
+		`{"format":"test","input_dim":1,"m":1}`: `header: json: unknown field "m"`,
+		`{"format":"vlm","input_dim":1}`:        `header format "vlm", want "test"`,
+		`{"format":"test"}`:                     "input_dim 0, want 1..4",
+		`{"format":"test","input_dim":5}`:       "input_dim 5, want 1..4",
+	} {
+		if err := load(header); !errors.Is(err, errBad) || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("Load(%s) = %v, want %q", header, err, want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
-// Package jsonconf decodes a JSON object into a training package's config
-// struct strictly — unknown keys, wrong types and trailing data are errors —
-// and words every error for the user, naming the offending key.
+// Package jsonconf is the one way a training package's Config is read from
+// JSON and checked: strictly (unknown keys, wrong types and trailing data are
+// errors), over the package's defaults, with every error worded for the user
+// and naming the offending key.
 package jsonconf
 
 import (
@@ -33,13 +34,81 @@ func (s *Spec) Errorf(format string, a ...any) error {
 	return fmt.Errorf("%s: %s", s.Name, fmt.Sprintf(format, a...))
 }
 
-// Decode decodes raw, a JSON object, into dst, a pointer to a struct whose
-// fields are usually pointers (to tell an absent key from an explicit zero).
-// Empty input and null leave dst alone (all defaults). Unknown keys, wrong
-// types, syntax errors, truncation and data after the object are errors
-// worded for the user; an unknown key's error lists the keys dst's json
-// tags accept, in field order.
-func (s *Spec) Decode(raw []byte, dst any) error {
+// Wrap returns nil for nil, else err behind "<Name>: " (still wrapped), for a
+// package's own checks.
+func (s *Spec) Wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", s.Name, err)
+}
+
+// A config field tagged `conf:"default"` reads its zero value as "the
+// default": Defaults fills it in, and Parse refuses it given explicitly, since
+// leaving the key out is how JSON asks for the default.
+func isDefault(f reflect.StructField) bool { return f.Tag.Get("conf") == "default" }
+
+// Defaults returns c, a config struct, with each zero field tagged
+// `conf:"default"` set to def's.
+func Defaults[T any](c, def T) T {
+	v, d := reflect.ValueOf(&c).Elem(), reflect.ValueOf(def)
+	for i := range v.NumField() {
+		if isDefault(v.Type().Field(i)) && v.Field(i).IsZero() {
+			v.Field(i).Set(d.Field(i))
+		}
+	}
+	return c
+}
+
+// Parse returns c, a config struct holding the package's defaults, with the
+// keys of raw, a JSON object, decoded over it, once validate passes. Empty
+// input, null and null for a key keep the defaults. Every error, decode's,
+// an explicit zero for a field tagged `conf:"default"` ("epochs = 0: want a
+// positive value (<Omit>)") or validate's, reads "<Name>: …".
+func Parse[T any](s *Spec, raw []byte, c T, validate func(T) error) (T, error) {
+	var zero T
+	v := reflect.ValueOf(&c).Elem()
+	// Decode into a struct of pointers to c's fields, tags and all, so that a
+	// nil pointer tells a key left out from one given as zero.
+	var fields []reflect.StructField
+	var index []int // fields[j] points to c's field index[j]
+	for i := range v.NumField() {
+		if f := v.Type().Field(i); f.IsExported() {
+			fields = append(fields, reflect.StructField{Name: f.Name, Type: reflect.PointerTo(f.Type), Tag: f.Tag})
+			index = append(index, i)
+		}
+	}
+	p := reflect.New(reflect.StructOf(fields))
+	if err := s.decode(raw, p.Interface()); err != nil {
+		return zero, err
+	}
+	for j, i := range index {
+		given := p.Elem().Field(j)
+		if given.IsNil() {
+			continue
+		}
+		if given.Elem().IsZero() && isDefault(fields[j]) {
+			want := "a positive value"
+			if given.Elem().Kind() == reflect.String {
+				want = "a non-empty string"
+			}
+			z, _ := json.Marshal(given.Elem().Interface())
+			return zero, s.Errorf("%s = %s: want %s (%s)", jsonName(fields[j]), z, want, s.Omit)
+		}
+		v.Field(i).Set(given.Elem())
+	}
+	if err := s.Wrap(validate(c)); err != nil {
+		return zero, err
+	}
+	return c, nil
+}
+
+// decode decodes raw, a JSON object, into dst, a pointer to a struct.
+// Empty input and null leave dst alone. Unknown keys, wrong types, syntax
+// errors, truncation and data after the object are errors worded for the
+// user; an unknown key's error lists the keys dst's json tags accept, in
+// field order.
+func (s *Spec) decode(raw []byte, dst any) error {
 	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
 		return nil
 	}
@@ -51,20 +120,6 @@ func (s *Spec) Decode(raw []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return s.Errorf("trailing data after the JSON object")
 	}
-	return nil
-}
-
-// SetNonZero copies *v into *dst when the key was given (v is not nil). An
-// explicit zero is an error naming key: zero asks for the default, which is
-// done by leaving the key out.
-func SetNonZero[T int | float64](s *Spec, dst, v *T, key string) error {
-	if v == nil {
-		return nil
-	}
-	if *v == 0 {
-		return s.Errorf("%s = 0: want a positive value (%s)", key, s.Omit)
-	}
-	*dst = *v
 	return nil
 }
 
@@ -116,21 +171,62 @@ func keys(dst any) []string {
 	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
 		return nil
 	}
-	t = t.Elem()
 	var ks []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue
+	for i := range t.Elem().NumField() {
+		if f := t.Elem().Field(i); f.IsExported() && jsonName(f) != "-" {
+			ks = append(ks, jsonName(f))
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch name {
-		case "-":
-			continue
-		case "":
-			name = f.Name
-		}
-		ks = append(ks, name)
 	}
 	return ks
+}
+
+// jsonName is the key encoding/json reads f from ("-": none).
+func jsonName(f reflect.StructField) string {
+	if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" {
+		return name
+	}
+	return f.Name
+}
+
+// The checks below word a package's range errors alike; their errors name the
+// key and leave the "<Name>: " to Parse and Wrap.
+
+// Int is nil if lo ≤ v ≤ hi, else the error "key = v: want lo ≤ key ≤ hi".
+func Int(key string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s = %d: want %d ≤ %s ≤ %d", key, v, lo, key, hi)
+	}
+	return nil
+}
+
+// Auto is Int(key, v, 1, hi) that also takes 0, which asks for a value
+// chosen from the data when training starts.
+func Auto(key string, v, hi int) error {
+	if err := Int(key, v, 1, hi); v != 0 && err != nil {
+		return fmt.Errorf("%w (or omit it for the automatic rule)", err)
+	}
+	return nil
+}
+
+// Positive is nil if 0 < v ≤ hi (so not NaN), else the error
+// "key = v: want a number in (0, hi]".
+func Positive(key string, v, hi float64) error {
+	if !(v > 0 && v <= hi) {
+		return fmt.Errorf("%s = %v: want a number in (0, %g]", key, v, hi)
+	}
+	return nil
+}
+
+// Sizes checks a list of layer sizes: at most maxLen of them, each in
+// 1..hi.
+func Sizes(key string, s []int, maxLen, hi int) error {
+	if len(s) > maxLen {
+		return fmt.Errorf("%s has %d layers: want at most %d", key, len(s), maxLen)
+	}
+	for i, v := range s {
+		if err := Int(fmt.Sprintf("%s[%d]", key, i), v, 1, hi); err != nil {
+			return err
+		}
+	}
+	return nil
 }
