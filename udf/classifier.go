@@ -22,6 +22,8 @@ import (
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/training/classifier"
 	"github.com/ldpsql/ldpsql/training/spread"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // Noise-aware classifiers. TRAIN_NOISY_CLASSIFIER('table', '{params}') starts a job (engine.Jobs) that
@@ -461,11 +463,7 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 	}
 	art := classifierArtifact{Format: classifierFormat, Objective: tp.Objective, Mechanism: tp.Mechanism,
 		InputDim: mech.desc.InputDim, OutputDim: mech.desc.OutputDim, K: tp.K}
-	progress := func(p classifier.Progress) {
-		// Restarts run one after another: the job's epochs count across them.
-		r, rs := max(1, p.Restart), max(1, p.Restarts)
-		report(engine.JobProgress{Epoch: (r-1)*p.Epochs + p.Epoch, Epochs: rs * p.Epochs, Loss: p.Loss, RowsPerS: p.RowsPerSec, ETA: p.ETA})
-	}
+	progress := func(p nn.Progress) { report(jobProgress(p)) }
 	var r [][]float64
 	if tp.Objective == "clean" {
 		r = classifier.KRRMatrix(math.Inf(1), tp.K)
@@ -517,9 +515,7 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 		}
 		cfg := cfgAny.(spread.Config)
 		m, err := spread.Train(ctx, cfg, spread.Data{X: toFloat64Rows(xTrain), Labels: yTrain, Channels: channels, R: r},
-			func(p spread.Progress) {
-				report(engine.JobProgress{Epoch: p.Iteration, Epochs: p.Iterations, Loss: -p.LogLik})
-			})
+			progress)
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,8 @@ import (
 	"github.com/ldpsql/ldpsql/plugins/host"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 	"github.com/ldpsql/ldpsql/training/vlm"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // Training procedures: CALL ldp_train_mechanism starts a background job (engine.Jobs) that reads the
@@ -72,9 +74,7 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 			return err
 		}
 		p.log("%s: training %s on %d rows of %s", fn, name, len(rows), auxTable)
-		model, err := vlm.Train(jctx, cfg, rows, func(pr vlm.Progress) {
-			report(engine.JobProgress{Epoch: pr.Epoch, Epochs: pr.Epochs, Loss: pr.Loss, RowsPerS: pr.RowsPerSec, ETA: pr.ETA})
-		})
+		model, err := vlm.Train(jctx, cfg, rows, func(pr nn.Progress) { report(jobProgress(pr)) })
 		if err != nil {
 			return err
 		}
@@ -156,4 +156,10 @@ func (p *procedures) cancelJob(_ *sql.Context, id int64) (sql.RowIter, error) {
 		return nil, fmt.Errorf("ldp_cancel_job: %w", err)
 	}
 	return sql.RowsToRowIter(sql.Row{id}), nil
+}
+
+// jobProgress is a training run's progress as its job shows it: restarts run one after another, so the
+// job's epochs count across them.
+func jobProgress(p nn.Progress) engine.JobProgress {
+	return engine.JobProgress{Epoch: p.OverallEpoch(), Epochs: p.OverallEpochs(), Loss: p.Loss, RowsPerS: p.RowsPerSec, ETA: p.ETA}
 }

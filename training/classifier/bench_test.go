@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // cpuTime is the process's user+system CPU time: reported next to the wall
@@ -39,13 +41,13 @@ func benchMarginal(b *testing.B, n, m, d, k int, budget int64, epsY float64) {
 	}
 	rows := allRows(n)
 	grad := make([]float64, len(nt.params))
-	opt := newAdam(len(nt.params), cfg.LR)
+	opt := nn.NewAdam[float32, float64](len(nt.params), cfg.LR)
 	b.ResetTimer()
 	c0 := cpuTime()
 	for range b.N {
 		for b0 := 0; b0 < n; b0 += cfg.BatchSize {
 			tr.lossGrad(nt, rows[b0:min(n, b0+cfg.BatchSize)], grad)
-			opt.step(nt.params, grad)
+			opt.Step(nt.params, grad)
 		}
 	}
 	b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N), "cpu-s/op")
@@ -82,7 +84,7 @@ func BenchmarkMarginalSetup(b *testing.B) {
 	c0 := cpuTime()
 	defer func() { b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N), "cpu-s/op") }()
 	for range b.N {
-		if _, err := newMset(context.Background(), pr, data.train.Noisy, data.train.Labels, data.b, true, workers()); err != nil {
+		if _, err := newMset(context.Background(), pr, data.train.Noisy, data.train.Labels, data.b, true, nn.Workers()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -106,13 +108,13 @@ func benchForward(b *testing.B, n, d, k int) {
 	tr := newForwardTrainer(nt, fitStandardiser(x, d), ForwardData{X: x, Labels: y, R: KRRMatrix(1, k)}, ForwardData{}, cfg.BatchSize)
 	rows := allRows(n)
 	grad := make([]float64, len(nt.params))
-	opt := newAdam(len(nt.params), cfg.LR)
+	opt := nn.NewAdam[float32, float64](len(nt.params), cfg.LR)
 	b.ResetTimer()
 	c0 := cpuTime()
 	for range b.N {
 		for b0 := 0; b0 < n; b0 += cfg.BatchSize {
 			tr.lossGrad(nt, rows[b0:min(n, b0+cfg.BatchSize)], grad)
-			opt.step(nt.params, grad)
+			opt.Step(nt.params, grad)
 		}
 	}
 	b.ReportMetric((cpuTime()-c0).Seconds()/float64(b.N), "cpu-s/op")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // fwdChunk is the number of rows per block of the forward objective; blocks
@@ -19,7 +21,7 @@ const fwdChunk = 64
 // stopping). Inputs are standardised with train.X's per-feature mean and
 // standard deviation. progress, if not nil, is called after every epoch.
 // Cancelling ctx stops training within one step and returns ctx.Err().
-func TrainForward(ctx context.Context, cfg Config, train, val ForwardData, progress func(Progress)) (*Model, error) {
+func TrainForward(ctx context.Context, cfg Config, train, val ForwardData, progress func(nn.Progress)) (*Model, error) {
 	return trainForward(ctx, cfg, train, val, progress, "TrainForward")
 }
 
@@ -27,7 +29,7 @@ func TrainForward(ctx context.Context, cfg Config, train, val ForwardData, progr
 // cross-entropy of the (privatised) labels on the (privatised) inputs, i.e.
 // TrainForward with R the K×K identity. valX and valLabels may be empty (no
 // early stopping).
-func NaiveTrain(ctx context.Context, cfg Config, x [][]float32, labels []int, valX [][]float32, valLabels []int, k int, progress func(Progress)) (*Model, error) {
+func NaiveTrain(ctx context.Context, cfg Config, x [][]float32, labels []int, valX [][]float32, valLabels []int, k int, progress func(nn.Progress)) (*Model, error) {
 	r := KRRMatrix(math.Inf(1), k)
 	if r == nil {
 		return nil, fmt.Errorf("classifier: NaiveTrain: K = %d: want 2 ≤ K ≤ %d", k, MaxClasses)
@@ -35,7 +37,7 @@ func NaiveTrain(ctx context.Context, cfg Config, x [][]float32, labels []int, va
 	return trainForward(ctx, cfg, ForwardData{X: x, Labels: labels, R: r}, ForwardData{X: valX, Labels: valLabels, R: r}, progress, "NaiveTrain")
 }
 
-func trainForward(ctx context.Context, cfg Config, train, val ForwardData, progress func(Progress), name string) (*Model, error) {
+func trainForward(ctx context.Context, cfg Config, train, val ForwardData, progress func(nn.Progress), name string) (*Model, error) {
 	cfg, err := prepConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -85,7 +87,7 @@ type fwdBlock struct {
 
 func newForwardTrainer(nt *net, std standardiser, train, val ForwardData, batch int) *forwardTrainer {
 	t := &forwardTrainer{d: nt.inDim(), k: nt.classes(), r: flatChannel(train.R), x: train.X, lab: train.Labels,
-		xv: val.X, labv: val.Labels, nv: len(val.X), std: std, p: workers()}
+		xv: val.X, labv: val.Labels, nv: len(val.X), std: std, p: nn.Workers()}
 	if t.nv > 0 && !sameChannel(val.R, train.R) {
 		// Validation under its own channel: keep it separately.
 		t.rv = flatChannel(val.R)
@@ -155,7 +157,7 @@ func (t *forwardTrainer) lossGrad(nt *net, batch []int, grad []float64) float64 
 		t.lossN = make([]float64, nb)
 	}
 	scale := 1 / float64(nb)
-	parallelTasks(t.workersFor(nt, nblk), nblk, func(_, bi int) {
+	nn.ParallelTasks(t.workersFor(nt, nblk), nblk, func(_, bi int) {
 		b := t.blocks[bi]
 		lo := bi * fwdChunk
 		idx := batch[lo:min(nb, lo+fwdChunk)]
@@ -198,7 +200,7 @@ func (t *forwardTrainer) valLoss(nt *net) float64 {
 		nw = min(len(t.blocks), t.p)
 	}
 	// Each worker uses its own block workspace; outputs are per row.
-	parallel(nw, func(w int) {
+	nn.Parallel(nw, func(w int) {
 		b := t.blocks[w]
 		logp, p := make([]float64, t.k), make([]float64, t.k)
 		for bi := w; bi < nblk; bi += nw {

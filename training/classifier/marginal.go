@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"slices"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // auxChunk is the number of auxiliary points per block of the MLP's forward
@@ -122,7 +124,7 @@ func newPrior(nt *net, std standardiser, aux [][]float32, r [][]float64) *prior 
 // head runs the MLP on every auxiliary point and fills q (and each block's
 // softmax outputs), in parallel over blocks.
 func (pr *prior) head(nt *net, p int) {
-	parallelTasks(p, len(pr.blocks), func(_, t int) {
+	nn.ParallelTasks(p, len(pr.blocks), func(_, t int) {
 		b := &pr.blocks[t]
 		nt.forward(b.x, b.cols, b.acts)
 		if pr.probSpace {
@@ -360,7 +362,7 @@ func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b 
 	base := -math.Log(float64(m)) - float64(d)*math.Log(2*b)
 	bufs := make([][]float32, p)
 	tasks := (n + rowsPerTask - 1) / rowsPerTask
-	parallelTasks(p, tasks, func(w, t int) {
+	nn.ParallelTasks(p, tasks, func(w, t int) {
 		if ctx.Err() != nil {
 			return
 		}

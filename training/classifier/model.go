@@ -3,6 +3,8 @@ package classifier
 import (
 	"math"
 	"slices"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // Objectives recorded in TrainStats.Objective.
@@ -96,7 +98,7 @@ func (m *Model) PredictBatch(x [][]float32) []int {
 	out := make([]int, len(x))
 	nblk := (len(x) + predictBlock - 1) / predictBlock
 	k := m.Classes()
-	parallelTasks(workers(), nblk, func(_, bi int) {
+	nn.ParallelTasks(nn.Workers(), nblk, func(_, bi int) {
 		lo := bi * predictBlock
 		hi := min(len(x), lo+predictBlock)
 		rows := make([][]float32, 0, hi-lo)

@@ -3,9 +3,6 @@ package classifier
 import (
 	"math"
 	"math/rand/v2"
-	"runtime"
-	"sync"
-	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -230,29 +227,6 @@ func (nt *net) maxWidth() int {
 	return m
 }
 
-// adam is Adam (Kingma & Ba) with bias correction, moments in float64.
-type adam struct {
-	lr, b1, b2, eps float64
-	t               int
-	m, v            []float64
-}
-
-func newAdam(n int, lr float64) *adam {
-	return &adam{lr: lr, b1: 0.9, b2: 0.999, eps: 1e-8, m: make([]float64, n), v: make([]float64, n)}
-}
-
-// step applies one update with gradient g (of the loss to minimise).
-func (a *adam) step(p []float32, g []float64) {
-	a.t++
-	c1 := 1 - math.Pow(a.b1, float64(a.t))
-	c2 := 1 - math.Pow(a.b2, float64(a.t))
-	for i, gi := range g {
-		a.m[i] = a.b1*a.m[i] + (1-a.b1)*gi
-		a.v[i] = a.b2*a.v[i] + (1-a.b2)*gi*gi
-		p[i] -= float32(a.lr * (a.m[i] / c1) / (math.Sqrt(a.v[i]/c2) + a.eps))
-	}
-}
-
 // standardiser maps x to (x − mean)/std per feature.
 type standardiser struct {
 	mean, std []float32
@@ -298,47 +272,4 @@ func (s standardiser) block(dst []float32, rows [][]float32, idx []int, c0, cols
 			dst[j*cols+c] = (v - s.mean[j]) / s.std[j]
 		}
 	}
-}
-
-// workers is the number of goroutines a parallel section uses.
-func workers() int { return max(1, runtime.GOMAXPROCS(0)) }
-
-// parallel runs f(w) for w = 0..p−1 concurrently and waits.
-func parallel(p int, f func(w int)) {
-	if p == 1 {
-		f(0)
-		return
-	}
-	var wg sync.WaitGroup
-	wg.Add(p)
-	for w := range p {
-		go func() {
-			defer wg.Done()
-			f(w)
-		}()
-	}
-	wg.Wait()
-}
-
-// parallelTasks runs f(w, t) for every task t in 0..n−1 on p goroutines,
-// handing tasks out dynamically; f must write only task-owned outputs (or
-// worker-owned scratch) so the result does not depend on the schedule.
-func parallelTasks(p, n int, f func(w, t int)) {
-	p = min(p, n)
-	if p <= 1 {
-		for t := range n {
-			f(0, t)
-		}
-		return
-	}
-	var next atomic.Int64
-	parallel(p, func(w int) {
-		for {
-			t := int(next.Add(1)) - 1
-			if t >= n {
-				return
-			}
-			f(w, t)
-		}
-	})
 }

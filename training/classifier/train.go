@@ -7,28 +7,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"time"
-)
 
-// Progress is reported after every epoch.
-type Progress struct {
-	// Epoch is the epoch just finished (1-based) of at most Epochs, in start
-	// Restart (1-based) of Restarts.
-	Epoch, Epochs     int
-	Restart, Restarts int
-	// Loss is the mean training objective over the epoch's minibatches
-	// (negative log-likelihood per privatised row, as the parameters moved).
-	Loss float64
-	// ValLoss is the mean validation objective after the epoch (NaN without
-	// a validation split).
-	ValLoss float64
-	// RowsPerSec is the training rows per second of the epoch's steps.
-	RowsPerSec float64
-	// ETA is the time the remaining epochs, of this start and the starts
-	// still to come, would take at the mean epoch time so far (validation
-	// included); early stopping may end sooner.
-	ETA time.Duration
-}
+	"github.com/ldpsql/ldpsql/training/nn"
+)
 
 // PCG streams derived from Config.Seed.
 const (
@@ -79,13 +60,13 @@ type TrainStats struct {
 
 // ErrDiverged is wrapped by the error returned when the training loss
 // becomes NaN or infinite.
-var ErrDiverged = errors.New("classifier: training diverged")
+var ErrDiverged = nn.ErrDiverged
 
 // fit trains on obj from cfg.Restarts starts (automatic values resolved for
 // obj's rows: Config.Resolve), the first from nt as given, every later one
 // from nt re-initialised from Seed+r, and returns the weights of the start
 // with the best validation objective.
-func fit(ctx context.Context, cfg Config, nt *net, obj objective, progress func(Progress)) (*net, TrainStats, error) {
+func fit(ctx context.Context, cfg Config, nt *net, obj objective, progress func(nn.Progress)) (*net, TrainStats, error) {
 	name := ObjectiveForward
 	if _, ok := obj.(*marginalTrainer); ok {
 		name = ObjectiveMarginal
@@ -99,14 +80,7 @@ func fit(ctx context.Context, cfg Config, nt *net, obj objective, progress func(
 		if r > 0 {
 			nt.init(rand.New(rand.NewPCG(c.Seed, streamInit)))
 		}
-		var report func(Progress)
-		if progress != nil {
-			report = func(p Progress) {
-				p.Restart, p.Restarts = r+1, cfg.Restarts
-				progress(p)
-			}
-		}
-		b, st, err := fitOnce(ctx, c, nt, obj, cfg.Epochs*(cfg.Restarts-r-1), report)
+		b, st, err := fitOnce(ctx, c, nt, obj, r+1, cfg.Epochs*(cfg.Restarts-r-1), progress)
 		if err != nil {
 			return nil, st, err
 		}
@@ -122,73 +96,34 @@ func fit(ctx context.Context, cfg Config, nt *net, obj objective, progress func(
 // fitOnce runs minibatch Adam with early stopping on obj, starting from nt,
 // and returns the best weights. laterEpochs (of the starts still to come)
 // count in the reported ETA.
-func fitOnce(ctx context.Context, cfg Config, nt *net, obj objective, laterEpochs int, progress func(Progress)) (*net, TrainStats, error) {
-	var st TrainStats
-	n := obj.rows()
-	rng := rand.New(rand.NewPCG(cfg.Seed, streamShuffle))
-	perm := make([]int, n)
-	for i := range perm {
-		perm[i] = i
-	}
+func fitOnce(ctx context.Context, cfg Config, nt *net, obj objective, restart, laterEpochs int, progress func(nn.Progress)) (*net, TrainStats, error) {
 	grad := make([]float64, len(nt.params))
-	opt := newAdam(len(nt.params), cfg.LR)
+	opt := nn.NewAdam[float32, float64](len(nt.params), cfg.LR)
 	best := nt.clone()
-	bestVal := math.Inf(1)
-	bad := 0
-	start := time.Now()
-	for epoch := 1; epoch <= cfg.Epochs; epoch++ {
-		t0 := time.Now()
-		rng.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-		sum := 0.0
-		for b0 := 0; b0 < n; b0 += cfg.BatchSize {
-			if err := ctx.Err(); err != nil {
-				return nil, st, err
-			}
-			batch := perm[b0:min(n, b0+cfg.BatchSize)]
+	steps := nn.Steps{
+		Step: func(batch []int) (float64, error) {
 			l := obj.lossGrad(nt, batch, grad)
-			if math.IsNaN(l) || math.IsInf(l, 0) {
-				return nil, st, fmt.Errorf("%w: loss %v in epoch %d (try a smaller lr)", ErrDiverged, l, epoch)
-			}
-			sum += l * float64(len(batch))
-			opt.step(nt.params, grad)
-		}
-		loss := sum / float64(n)
-		stepTime := time.Since(t0)
-		if err := ctx.Err(); err != nil {
-			return nil, st, err
-		}
-		val := obj.valLoss(nt)
-		st.EpochsRun = epoch
-		stop := false
-		if math.IsNaN(val) && !hasVal(obj) {
-			copy(best.params, nt.params)
-			st.BestEpoch, st.TrainLoss, st.ValLoss = epoch, loss, math.NaN()
-		} else if val < bestVal {
-			bestVal, bad = val, 0
-			copy(best.params, nt.params)
-			st.BestEpoch, st.TrainLoss, st.ValLoss = epoch, loss, val
-		} else {
-			bad++
-			stop = bad >= cfg.Patience
-		}
-		if progress != nil {
-			el := time.Since(start)
-			progress(Progress{
-				Epoch: epoch, Epochs: cfg.Epochs, Loss: loss, ValLoss: val,
-				RowsPerSec: float64(n) / max(stepTime.Seconds(), 1e-9),
-				ETA:        time.Duration(float64(el) / float64(epoch) * float64(cfg.Epochs-epoch+laterEpochs)),
-			})
-		}
-		if stop {
-			break
-		}
+			opt.Step(nt.params, grad)
+			return l, nil
+		},
+		Keep: func() { copy(best.params, nt.params) },
 	}
-	if st.BestEpoch == 0 {
-		// Every validation value was NaN: keep the last weights.
-		copy(best.params, nt.params)
-		st.BestEpoch = st.EpochsRun
+	if hasVal(obj) {
+		steps.Validate = func() float64 { return obj.valLoss(nt) }
 	}
-	return best, st, nil
+	loop := nn.Loop{
+		Epochs: cfg.Epochs, BatchSize: cfg.BatchSize, Patience: cfg.Patience,
+		Shuffle: rand.New(rand.NewPCG(cfg.Seed, streamShuffle)),
+		Restart: restart, Restarts: cfg.Restarts, LaterEpochs: laterEpochs, Progress: progress,
+	}
+	res, err := loop.Run(ctx, obj.rows(), steps)
+	if err != nil {
+		if errors.Is(err, ErrDiverged) {
+			err = fmt.Errorf("classifier: %w", err)
+		}
+		return nil, TrainStats{}, err
+	}
+	return best, TrainStats{EpochsRun: res.EpochsRun, BestEpoch: res.BestEpoch, TrainLoss: res.TrainLoss, ValLoss: res.ValLoss}, nil
 }
 
 func hasVal(obj objective) bool {
@@ -226,7 +161,7 @@ func prepConfig(cfg Config) (Config, error) {
 // latents: its inputs are standardised with the auxiliary latents' mean and
 // standard deviation. progress, if not nil, is called after every epoch.
 // Cancelling ctx stops training within one step and returns ctx.Err().
-func TrainMarginal(ctx context.Context, cfg Config, train, val MarginalData, progress func(Progress)) (*Model, error) {
+func TrainMarginal(ctx context.Context, cfg Config, train, val MarginalData, progress func(nn.Progress)) (*Model, error) {
 	cfg, err := prepConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -304,7 +239,7 @@ func sameChannel(a, b [][]float64) bool {
 }
 
 func newMarginalTrainer(ctx context.Context, cfg Config, nt *net, std standardiser, train, val MarginalData) (*marginalTrainer, error) {
-	p := workers()
+	p := nn.Workers()
 	t := &marginalTrainer{p: p}
 	t.pr = newPrior(nt, std, train.Aux, train.R)
 	budget := cfg.MemoryBudget
@@ -387,7 +322,7 @@ func (t *marginalTrainer) lossGrad(nt *net, batch []int, grad []float64) float64
 	blocks := pr.blocks
 	for c0 := 0; c0 < nb; c0 += t.chunkLen {
 		chunk := batch[c0:min(nb, c0+t.chunkLen)]
-		parallelTasks(p, len(chunk), func(_, r int) {
+		nn.ParallelTasks(p, len(chunk), func(_, r int) {
 			var buf []float32
 			if t.rowBuf != nil {
 				buf = t.rowBuf[r*m : (r+1)*m]
@@ -396,7 +331,7 @@ func (t *marginalTrainer) lossGrad(nt *net, batch []int, grad []float64) float64
 			t.lossN[c0+r] = -lp
 			t.rowV[r], t.rowF[r] = v, float32(f)
 		})
-		parallelTasks(p, len(blocks), func(_, bi int) {
+		nn.ParallelTasks(p, len(blocks), func(_, bi int) {
 			b := &blocks[bi]
 			for r, i := range chunk {
 				y := s.labels[i]
@@ -406,7 +341,7 @@ func (t *marginalTrainer) lossGrad(nt *net, batch []int, grad []float64) float64
 	}
 	invB := 1 / float64(nb)
 	per := (len(blocks) + t.groups - 1) / t.groups
-	parallelTasks(p, t.groups, func(w, g int) {
+	nn.ParallelTasks(p, t.groups, func(w, g int) {
 		gg := t.ggrad[g]
 		clear(gg)
 		for bi := g * per; bi < min(len(blocks), (g+1)*per); bi++ {
@@ -453,7 +388,7 @@ func (t *marginalTrainer) valLoss(nt *net) float64 {
 func (t *marginalTrainer) meanLoss(nt *net, pr *prior, s *mset) float64 {
 	pr.head(nt, t.p)
 	l := make([]float64, s.n)
-	parallelTasks(t.p, s.n, func(w, i int) {
+	nn.ParallelTasks(t.p, s.n, func(w, i int) {
 		lp, _, _ := pr.rowLoss(s, i, t.bufs[w])
 		l[i] = -lp
 	})

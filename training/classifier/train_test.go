@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // TestMarginalBeatsNaive is the known-answer test of the package: the
@@ -235,8 +237,8 @@ func TestProgressAndEarlyStopping(t *testing.T) {
 	data := smallMarginal(5)
 	cfg := DefaultConfig()
 	cfg.Epochs, cfg.Patience, cfg.Restarts, cfg.LR = 200, 2, 1, 0.05 // a large rate overfits quickly
-	var ps []Progress
-	m, err := TrainMarginal(context.Background(), cfg, data.train, data.val, func(p Progress) { ps = append(ps, p) })
+	var ps []nn.Progress
+	m, err := TrainMarginal(context.Background(), cfg, data.train, data.val, func(p nn.Progress) { ps = append(ps, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +275,7 @@ func TestProgressAndEarlyStopping(t *testing.T) {
 	cfg.Epochs = 4
 	ps = nil
 	m, err = TrainForward(context.Background(), cfg, ForwardData{X: data.train.Noisy, Labels: data.train.Labels, R: data.r}, ForwardData{},
-		func(p Progress) { ps = append(ps, p) })
+		func(p nn.Progress) { ps = append(ps, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +292,7 @@ func TestCancellation(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		var err error
 		epochs := 0
-		progress := func(p Progress) {
+		progress := func(p nn.Progress) {
 			epochs = p.Epoch
 			if p.Epoch == 2 {
 				cancel()
@@ -453,8 +455,8 @@ func TestRestartsKeepTheBestStart(t *testing.T) {
 	data := smallMarginal(5)
 	cfg := DefaultConfig()
 	cfg.Epochs, cfg.Patience, cfg.Restarts = 6, 6, 3
-	var ps []Progress
-	m, err := TrainMarginal(context.Background(), cfg, data.train, data.val, func(p Progress) { ps = append(ps, p) })
+	var ps []nn.Progress
+	m, err := TrainMarginal(context.Background(), cfg, data.train, data.val, func(p nn.Progress) { ps = append(ps, p) })
 	if err != nil {
 		t.Fatal(err)
 	}

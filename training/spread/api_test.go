@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 func TestSamplesOneRejected(t *testing.T) {
@@ -277,23 +279,23 @@ func TestReproducible(t *testing.T) {
 
 func TestProgressAndCancel(t *testing.T) {
 	d := mixedData(300)
-	var got []Progress
-	if _, err := Train(context.Background(), Config{Iterations: 7}, d, func(p Progress) { got = append(got, p) }); err != nil {
+	var got []nn.Progress
+	if _, err := Train(context.Background(), Config{Iterations: 7}, d, func(p nn.Progress) { got = append(got, p) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 7 {
 		t.Fatalf("%d progress calls, want 7", len(got))
 	}
 	for i, p := range got {
-		if p.Iteration != i+1 || p.Iterations != 7 || !(p.LogLik < 0) || math.IsInf(p.LogLik, 0) {
+		if p.Epoch != i+1 || p.Epochs != 7 || !(p.Loss > 0) || math.IsInf(p.Loss, 0) {
 			t.Fatalf("progress %d: %+v", i, p)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0
-	_, err := Train(ctx, Config{Iterations: 100}, d, func(p Progress) {
+	_, err := Train(ctx, Config{Iterations: 100}, d, func(p nn.Progress) {
 		calls++
-		if p.Iteration == 3 {
+		if p.Epoch == 3 {
 			cancel()
 		}
 	})

@@ -153,7 +153,7 @@
 //
 // # Reporting and reproducibility
 //
-// [Progress].LogLik is the IS estimate, at θ^k, of the mean label spread
+// The progress Loss (nn.Progress) is minus the IS estimate, at θ^k, of the mean label spread
 // log-likelihood (1/N) Σ_n log p̃(c̃_n | x̃_n), the quantity the θ steps climb
 // (p̃(c̃|x̃) = p̃(c̃, x̃)/p̃(x̃); the prior's own term log p̃(x̃) is not
 // included):

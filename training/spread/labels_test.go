@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // labelsOnlyData draws N points of K Gaussian classes in D = 3 with clean
@@ -40,7 +42,7 @@ func labelsOnlyData(k, n int) (d Data, xtest [][]float64) {
 // checks (1) EM lands on θ*_S (what is left is Adam's stochastic error),
 // (2) θ_EM is no further from θ_FC than θ*_S's bias (whose decay with S
 // TestISBiasVanishesAsSGrows checks), (3) EM's predictions agree with
-// θ_FC's, and (4) Progress.LogLik estimates the bound at the final θ.
+// θ_FC's, and (4) Progress.Loss (the negated log-likelihood estimate) estimates the bound at the final θ.
 func TestLabelsOnlyAgreesWithForwardCorrection(t *testing.T) {
 	for _, tc := range []struct {
 		k, n, s int
@@ -52,8 +54,8 @@ func TestLabelsOnlyAgreesWithForwardCorrection(t *testing.T) {
 		k, dim := tc.k, 3
 		fc := fitForward(t, d.X, d.Labels, d.R)
 		star := maximise(t, func(th []float64) (float64, []float64) { return isBound(th, d.X, d.Labels, d.R, tc.s) }, k, dim, nil)
-		var last Progress
-		m, err := Train(context.Background(), Config{Samples: tc.s, Iterations: 600, Seed: 7, Labels: LabelsSampled}, d, func(p Progress) { last = p })
+		var last nn.Progress
+		m, err := Train(context.Background(), Config{Samples: tc.s, Iterations: 600, Seed: 7, Labels: LabelsSampled}, d, func(p nn.Progress) { last = p })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,12 +82,12 @@ func TestLabelsOnlyAgreesWithForwardCorrection(t *testing.T) {
 		if agree < 0.98 {
 			t.Errorf("K=%d: EM and forward-corrected predictions agree on %.4f of test points, want ≥ 0.98", k, agree)
 		}
-		// (4) LogLik is an unbiased estimate of the bound at θ (the last
+		// (4) −Loss is an unbiased estimate of the bound at θ (the last
 		// step's learning rate is ≈ 0): the per-row terms are bounded by a
 		// few units, so the mean over N ≥ 2000 rows has a standard error
 		// below 0.01.
-		if b, _ := isBound(em, d.X, d.Labels, d.R, tc.s); math.Abs(last.LogLik-b) > 0.01 || last.Iteration != 600 || last.Iterations != 600 {
-			t.Errorf("K=%d: last progress %+v, want LogLik ≈ the S-sample bound %.5f at θ_EM", k, last, b)
+		if b, _ := isBound(em, d.X, d.Labels, d.R, tc.s); math.Abs(-last.Loss-b) > 0.01 || last.Epoch != 600 || last.Epochs != 600 {
+			t.Errorf("K=%d: last progress %+v, want −Loss ≈ the S-sample bound %.5f at θ_EM", k, last, b)
 		}
 	}
 }
@@ -173,7 +175,7 @@ func TestISGradientConvergesToForwardGradient(t *testing.T) {
 // the datapoint itself, so the Rao–Blackwellised E-step's gradient is
 // Σ_c r(c)(onehot(c) − p_θ(·|x)) x with r(c) ∝ R[c̃][c] p_θ(c|x), which is
 // exactly ∇ log Σ_c R[c̃][c] p_θ(c|x): the forward-corrected gradient, at
-// any θ and any S (no sampling, no bias). Progress.LogLik is then exactly
+// any θ and any S (no sampling, no bias). Progress.Loss (the negated log-likelihood estimate) is then exactly
 // the forward-corrected log-likelihood.
 func TestExactLabelsGradientIsForwardGradient(t *testing.T) {
 	for _, k := range []int{2, 3} {
@@ -205,14 +207,14 @@ func TestExactLabelsGradientIsForwardGradient(t *testing.T) {
 // maximiser θ_FC (the training is then deterministic Adam on the
 // forward-corrected log-likelihood; what is left is its convergence error
 // under the decaying step size), with the same predictions, and its last
-// Progress.LogLik is the forward-corrected log-likelihood.
+// Progress.Loss (the negated log-likelihood estimate) is the forward-corrected log-likelihood.
 func TestExactLabelsMatchForwardCorrection(t *testing.T) {
 	for _, tc := range []struct{ k, n int }{{2, 3000}, {3, 2000}} {
 		d, xtest := labelsOnlyData(tc.k, tc.n)
 		k, dim := tc.k, 3
 		fc := fitForward(t, d.X, d.Labels, d.R)
-		var last Progress
-		m, err := Train(context.Background(), Config{Samples: 2, Iterations: 600, Seed: 7}, d, func(p Progress) { last = p })
+		var last nn.Progress
+		m, err := Train(context.Background(), Config{Samples: 2, Iterations: 600, Seed: 7}, d, func(p nn.Progress) { last = p })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,10 +234,10 @@ func TestExactLabelsMatchForwardCorrection(t *testing.T) {
 		if agree < 0.995 {
 			t.Errorf("K=%d: EM and forward-corrected predictions agree on %.4f of test points, want ≥ 0.995", k, agree)
 		}
-		// The last step's learning rate is ≈ 0, so LogLik (at the last
+		// The last step's learning rate is ≈ 0, so −Loss (at the last
 		// iteration's starting point) is L_FC at θ_EM.
-		if math.Abs(last.LogLik-f) > 1e-9 || last.Iteration != 600 {
-			t.Errorf("K=%d: last progress %+v, want LogLik = L_FC(θ_EM) = %.10f", k, last, f)
+		if math.Abs(-last.Loss-f) > 1e-9 || last.Epoch != 600 {
+			t.Errorf("K=%d: last progress %+v, want −Loss = L_FC(θ_EM) = %.10f", k, last, f)
 		}
 	}
 }

@@ -5,26 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
-	"sync"
-	"sync/atomic"
-)
 
-// Progress reports one finished EM iteration.
-type Progress struct {
-	// Iteration counts from 1 to Iterations.
-	Iteration, Iterations int
-	// LogLik is the importance-sampling estimate, at the parameters the
-	// iteration started from, of the mean label spread log-likelihood
-	// (1/N) Σ_n log p̃_θ(c̃_n | x̃_n) (see the package documentation).
-	LogLik float64
-}
+	"github.com/ldpsql/ldpsql/training/nn"
+)
 
 // Optimiser and prior constants (see the package documentation).
 const (
-	adamBeta1 = 0.9
-	adamBeta2 = 0.999
-	adamEps   = 1e-8
 	// initStd is the standard deviation of the random initial weights.
 	initStd = 0.01
 	// priorPseudoCount is added to every bin's weighted count in the prior
@@ -41,7 +27,7 @@ const (
 // likelihood (see the package documentation). progress, if not nil, is
 // called after every iteration. Train returns ctx's error if ctx is done
 // before training ends.
-func Train(ctx context.Context, cfg Config, d Data, progress func(Progress)) (*Model, error) {
+func Train(ctx context.Context, cfg Config, d Data, progress func(nn.Progress)) (*Model, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("spread config: %w", err)
@@ -52,8 +38,7 @@ func Train(ctx context.Context, cfg Config, d Data, progress func(Progress)) (*M
 	}
 	t := newTrainer(cfg, d, k)
 	theta := t.initTheta()
-	np := len(theta)
-	m1, m2 := make([]float64, np), make([]float64, np)
+	opt := nn.NewAdam[float64, float64](len(theta), cfg.LR)
 	total := cfg.Iterations * cfg.StepsPerIteration
 	step := 0
 	for it := range cfg.Iterations {
@@ -69,16 +54,13 @@ func Train(ctx context.Context, cfg Config, d Data, progress func(Progress)) (*M
 			if j == 0 {
 				loglik = r.loglik
 			}
-			// Adam ascent step with a cosine-decayed learning rate.
-			lr := cfg.LR * 0.5 * (1 + math.Cos(math.Pi*float64(step)/float64(total)))
+			// Adam ascent step (descent on −gradient) with a cosine-decayed learning rate.
+			opt.LR = cfg.LR * 0.5 * (1 + math.Cos(math.Pi*float64(step)/float64(total)))
 			step++
-			c1 := 1 - math.Pow(adamBeta1, float64(step))
-			c2 := 1 - math.Pow(adamBeta2, float64(step))
-			for i, g := range r.grad {
-				m1[i] = adamBeta1*m1[i] + (1-adamBeta1)*g
-				m2[i] = adamBeta2*m2[i] + (1-adamBeta2)*g*g
-				theta[i] += lr * (m1[i] / c1) / (math.Sqrt(m2[i]/c2) + adamEps)
+			for i := range r.grad {
+				r.grad[i] = -r.grad[i]
 			}
+			opt.Step(theta, r.grad)
 			t.centre(theta)
 			for _, v := range theta {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -88,7 +70,8 @@ func Train(ctx context.Context, cfg Config, d Data, progress func(Progress)) (*M
 		}
 		t.updatePrior()
 		if progress != nil {
-			progress(Progress{Iteration: it + 1, Iterations: cfg.Iterations, LogLik: loglik})
+			// An iteration is the EM model's epoch; its loss is the negated log-likelihood estimate.
+			progress(nn.Progress{Epoch: it + 1, Epochs: cfg.Iterations, Restart: 1, Restarts: 1, Loss: -loglik, ValLoss: math.NaN()})
 		}
 	}
 	return t.model(theta), nil
@@ -335,37 +318,31 @@ func (t *trainer) pass(ctx context.Context, theta []float64, iter int, first boo
 	if first {
 		t.thetaK = append(t.thetaK[:0], theta...)
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(t.chunks))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sc := t.newScratch()
-			for {
-				c := int(next.Add(1) - 1)
-				if c >= len(t.chunks) || ctx.Err() != nil {
-					return
-				}
-				a := &t.acc[c]
-				clear(a.grad)
-				if first {
-					clear(a.counts)
-				}
-				a.loglik, a.energy = 0, 0
-				rng := chunkStream(t.cfg.Seed, iter, c)
-				for n := t.chunks[c][0]; n < t.chunks[c][1]; n++ {
-					if t.exact {
-						t.rowExact(n, theta, rng, sc, a, first)
-					} else {
-						t.row(n, theta, rng, sc, a, first)
-					}
-				}
+	p := min(nn.Workers(), len(t.chunks))
+	scratches := make([]*scratch, p)
+	nn.ParallelTasks(p, len(t.chunks), func(w, c int) {
+		if ctx.Err() != nil {
+			return
+		}
+		if scratches[w] == nil {
+			scratches[w] = t.newScratch()
+		}
+		sc := scratches[w]
+		a := &t.acc[c]
+		clear(a.grad)
+		if first {
+			clear(a.counts)
+		}
+		a.loglik, a.energy = 0, 0
+		rng := chunkStream(t.cfg.Seed, iter, c)
+		for n := t.chunks[c][0]; n < t.chunks[c][1]; n++ {
+			if t.exact {
+				t.rowExact(n, theta, rng, sc, a, first)
+			} else {
+				t.row(n, theta, rng, sc, a, first)
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return passResult{}, err
 	}

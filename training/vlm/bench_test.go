@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // fashionMNISTPath is where the benchmarks look for Fashion-MNIST (IDX gzip
@@ -98,10 +100,10 @@ func BenchmarkEpoch45k(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.Epochs = b.N
 	b.Logf("BLAS %s, GOMAXPROCS %d", BLAS, runtime.GOMAXPROCS(0))
-	var last Progress
+	var last nn.Progress
 	cpu0 := cpuTime()
 	b.ResetTimer()
-	_, err := Train(context.Background(), cfg, rows, func(p Progress) {
+	_, err := Train(context.Background(), cfg, rows, func(p nn.Progress) {
 		last = p
 		b.Logf("epoch %d: loss %.2f, %.0f rows/s", p.Epoch, p.Loss, p.RowsPerSec)
 	})

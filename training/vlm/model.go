@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // layer is a dense layer y = x·W + b; W is in×out, row-major.
@@ -96,34 +96,26 @@ const chunkRows = 256
 
 // forEachChunk runs f on consecutive chunks [lo, hi) of n rows, in parallel
 // on up to GOMAXPROCS goroutines, each with its own workspace, and returns
-// the error of the lowest failing chunk. The result for a row does not depend
-// on the chunking (each row's GEMM results are computed independently).
+// the error of the lowest failing chunk. With gonum's BLAS the result for a
+// row does not depend on the chunking (each row's GEMM results are computed
+// alike); OpenBLAS chooses its kernels by the product's shape, so there a
+// row's result can differ in the last float32 bits with the batch size.
 func forEachChunk(n int, f func(ws *workspace, lo, hi int) error) error {
 	chunks := (n + chunkRows - 1) / chunkRows
-	workers := min(runtime.GOMAXPROCS(0), chunks)
+	p := min(nn.Workers(), chunks)
 	errs := make([]error, chunks)
-	run := func(next func() int) {
-		ws := workspaces.Get().(*workspace)
-		defer workspaces.Put(ws)
-		for c := next(); c < chunks; c = next() {
-			lo := c * chunkRows
-			errs[c] = f(ws, lo, min(lo+chunkRows, n))
+	wss := make([]*workspace, p)
+	nn.ParallelTasks(p, chunks, func(w, c int) {
+		if wss[w] == nil {
+			wss[w] = workspaces.Get().(*workspace)
 		}
-	}
-	if workers <= 1 {
-		c := -1
-		run(func() int { c++; return c })
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				run(func() int { return int(next.Add(1) - 1) })
-			}()
+		lo := c * chunkRows
+		errs[c] = f(wss[w], lo, min(lo+chunkRows, n))
+	})
+	for _, ws := range wss {
+		if ws != nil {
+			workspaces.Put(ws)
 		}
-		wg.Wait()
 	}
 	for _, err := range errs {
 		if err != nil {
@@ -154,7 +146,7 @@ func (m *Model) Encode(rows [][]float32) ([][]float32, error) {
 			return err
 		}
 		if m.shift != nil {
-			standardiseInPlace(ws.buf(0, (hi-lo)*m.inputDim), m.inputDim, m.shift, m.scale)
+			nn.Standardiser{Mean: m.shift, Std: m.scale}.Apply(ws.buf(0, (hi-lo)*m.inputDim))
 		}
 		h := ws.forward(m.enc, hi-lo)
 		h64 := make([]float64, d)
@@ -170,7 +162,7 @@ func (m *Model) Encode(rows [][]float32) ([][]float32, error) {
 				row := rows[r]
 				if m.shift != nil {
 					row = slices.Clone(row)
-					standardiseInPlace(row, m.inputDim, m.shift, m.scale)
+					nn.Standardiser{Mean: m.shift, Std: m.scale}.Apply(row)
 				}
 				a, s := forwardScaled(m.enc, row)
 				scaleForClip(a, s, m.cfg.L, h64)

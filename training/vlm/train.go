@@ -5,22 +5,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"sync"
-	"time"
 	"unsafe"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
-)
 
-// Progress is reported after every epoch.
-type Progress struct {
-	Epoch, Epochs int     // epochs done (1-based) and planned
-	Loss          float64 // mean −ELBO per row over this epoch (nats)
-	RowsPerSec    float64 // training throughput over this epoch
-	ETA           time.Duration
-}
+	"github.com/ldpsql/ldpsql/training/nn"
+)
 
 // PCG stream identifiers: one independent stream per use of randomness.
 const (
@@ -36,7 +28,7 @@ const (
 // every value must be finite. progress, if not nil, is called after each
 // epoch from Train's goroutine. The same cfg (Seed included) and rows give
 // bit-identical weights on the same machine and BLAS build.
-func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(Progress)) (*Model, error) {
+func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.Progress)) (*Model, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("vlm config: %w", err)
@@ -75,8 +67,9 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(Prog
 
 	m := newModel(cfg, in)
 	if cfg.Likelihood == Gaussian {
-		m.shift, m.scale = standardisation(rows)
-		standardiseInPlace(data, in, m.shift, m.scale)
+		st := nn.FitStandardiser(rows, in)
+		m.shift, m.scale = st.Mean, st.Std
+		st.Apply(data)
 	}
 	m.initWeights(rand.New(rand.NewPCG(cfg.Seed, streamInit)))
 
@@ -101,57 +94,50 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(Prog
 		return nil, err
 	}
 
-	opt := newAdam(tg.params, cfg.LR)
-	shuffle := rand.New(rand.NewPCG(cfg.Seed, streamShuffle))
-	noise := rand.New(rand.NewPCG(cfg.Seed, streamNoise))
-	perm := make([]int, n)
-	for i := range perm {
-		perm[i] = i
+	segW, segG := make([][]float32, len(tg.params)), make([][]float32, len(tg.params))
+	nParams := 0
+	for _, p := range tg.params {
+		nParams += p.Shape().TotalSize()
 	}
-	start := time.Now()
-	for epoch := 1; epoch <= cfg.Epochs; epoch++ {
-		t0 := time.Now()
-		shuffle.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-		var lossSum float64
-		for lo := 0; lo < n; lo += bs {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+	opt := nn.NewAdam[float32, float32](nParams, cfg.LR)
+	opt.ZeroGrad = true // the tape machine accumulates into the gradients
+	noise := rand.New(rand.NewPCG(cfg.Seed, streamNoise))
+	step := func(batch []int) (float64, error) {
+		k := len(batch)
+		for i := range bs {
+			dst := xBuf[i*in : (i+1)*in]
+			if i < k {
+				r := batch[i]
+				copy(dst, data[r*in:(r+1)*in])
+				wBuf[i] = 1 / float32(k)
+			} else {
+				clear(dst) // padding: weight 0
+				wBuf[i] = 0
 			}
-			hi := min(lo+bs, n)
-			k := hi - lo
-			for i := 0; i < bs; i++ {
-				dst := xBuf[i*in : (i+1)*in]
-				if i < k {
-					r := perm[lo+i]
-					copy(dst, data[r*in:(r+1)*in])
-					wBuf[i] = 1 / float32(k)
-				} else {
-					clear(dst) // padding: weight 0
-					wBuf[i] = 0
-				}
-			}
-			for i := range xiBuf {
-				xiBuf[i] = float32(stdLaplace(noise))
-			}
-			if err := vm.RunAll(); err != nil {
-				return nil, fmt.Errorf("vlm: epoch %d: %w", epoch, err)
-			}
-			loss := float64(tg.loss.Value().Data().(float32))
-			if math.IsNaN(loss) || math.IsInf(loss, 0) {
-				return nil, fmt.Errorf("vlm: training diverged in epoch %d (loss %v); try a smaller lr", epoch, loss)
-			}
-			lossSum += loss * float64(k)
-			if err := opt.step(); err != nil {
-				return nil, fmt.Errorf("vlm: epoch %d: %w", epoch, err)
-			}
-			vm.Reset()
 		}
-		if progress != nil {
-			el := time.Since(t0)
-			rps := float64(n) / el.Seconds()
-			eta := time.Duration(float64(time.Since(start)) / float64(epoch) * float64(cfg.Epochs-epoch))
-			progress(Progress{Epoch: epoch, Epochs: cfg.Epochs, Loss: lossSum / float64(n), RowsPerSec: rps, ETA: eta})
+		for i := range xiBuf {
+			xiBuf[i] = float32(stdLaplace(noise))
 		}
+		if err := vm.RunAll(); err != nil {
+			return 0, err
+		}
+		loss := float64(tg.loss.Value().Data().(float32))
+		for i, p := range tg.params { // looked up every step: the machine owns the tensors
+			var err error
+			if segW[i], segG[i], err = weightsGrads(p); err != nil {
+				return 0, err
+			}
+		}
+		opt.StepSegments(segW, segG)
+		vm.Reset()
+		return loss, nil
+	}
+	loop := nn.Loop{Epochs: cfg.Epochs, BatchSize: bs, Shuffle: rand.New(rand.NewPCG(cfg.Seed, streamShuffle)), Progress: progress}
+	if _, err := loop.Run(ctx, n, nn.Steps{Step: step}); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && err == ctxErr {
+			return nil, err
+		}
+		return nil, fmt.Errorf("vlm: %w", err)
 	}
 	if err := tg.copyWeights(m); err != nil {
 		return nil, fmt.Errorf("vlm: %w", err)
@@ -241,31 +227,6 @@ func (m *Model) checkFinite() error {
 	return nil
 }
 
-// adam is Adam (Kingma & Ba) on the float32 backing slices of gorgonia
-// parameter nodes, updated in place, with bias correction folded into the
-// step size; gradients are zeroed after each step. Large parameters are
-// updated in parallel chunks (the result does not depend on the split:
-// every element is updated independently).
-type adam struct {
-	params []*G.Node
-	m, v   [][]float32
-	lr     float64
-	beta1  float64
-	beta2  float64
-	eps    float64
-	t      int
-}
-
-func newAdam(params []*G.Node, lr float64) *adam {
-	a := &adam{params: params, lr: lr, beta1: 0.9, beta2: 0.999, eps: 1e-8}
-	for _, p := range params {
-		n := p.Shape().TotalSize()
-		a.m = append(a.m, make([]float32, n))
-		a.v = append(a.v, make([]float32, n))
-	}
-	return a
-}
-
 // f32s returns the backing float32 slice of a dense tensor or a scalar.
 func f32s(v G.Value) ([]float32, error) {
 	switch v := v.(type) {
@@ -299,72 +260,6 @@ func weightsGrads(p *G.Node) (w, g []float32, err error) {
 	return w, g, nil
 }
 
-const adamChunk = 1 << 15
-
-func (a *adam) step() error {
-	a.t++
-	b1, b2 := a.beta1, a.beta2
-	c1 := 1 - math.Pow(b1, float64(a.t))
-	c2 := 1 - math.Pow(b2, float64(a.t))
-	// w −= lr·m̂/(√v̂ + ε) with m̂ = m/c1, v̂ = v/c2, i.e.
-	// w −= (lr·√c2/c1)·m/(√v + ε·√c2).
-	stepSize := float32(a.lr * math.Sqrt(c2) / c1)
-	eps := float32(a.eps * math.Sqrt(c2))
-	fb1, fb2 := float32(b1), float32(b2)
-	type job struct {
-		w, g, m, v []float32
-	}
-	var jobs []job
-	for p, node := range a.params {
-		w, g, err := weightsGrads(node)
-		if err != nil {
-			return err
-		}
-		if len(w) != len(a.m[p]) {
-			return fmt.Errorf("parameter %s has %d values, want %d", node.Name(), len(w), len(a.m[p]))
-		}
-		for lo := 0; lo < len(w); lo += adamChunk {
-			hi := min(lo+adamChunk, len(w))
-			jobs = append(jobs, job{w[lo:hi], g[lo:hi], a.m[p][lo:hi], a.v[p][lo:hi]})
-		}
-	}
-	upd := func(j job) {
-		w, g, m, v := j.w, j.g, j.m, j.v
-		for i := range w {
-			gi := g[i]
-			mi := fb1*m[i] + (1-fb1)*gi
-			vi := fb2*v[i] + (1-fb2)*gi*gi
-			m[i], v[i] = mi, vi
-			w[i] -= stepSize * mi / (float32(math.Sqrt(float64(vi))) + eps)
-			g[i] = 0 // the tape machine accumulates into the gradients
-		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(jobs))
-	if workers <= 1 {
-		for _, j := range jobs {
-			upd(j)
-		}
-		return nil
-	}
-	var wg sync.WaitGroup
-	ch := make(chan job, len(jobs))
-	for _, j := range jobs {
-		ch <- j
-	}
-	close(ch)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range ch {
-				upd(j)
-			}
-		}()
-	}
-	wg.Wait()
-	return nil
-}
-
 // chooseLikelihood is Bernoulli when every value lies in [0, 1] (pixel
 // intensities), else Gaussian.
 func chooseLikelihood(rows [][]float32) string {
@@ -376,44 +271,4 @@ func chooseLikelihood(rows [][]float32) string {
 		}
 	}
 	return Bernoulli
-}
-
-// standardisation returns each feature's mean and standard deviation over
-// rows (1 for a constant feature), in float64 sums.
-func standardisation(rows [][]float32) (shift, scale []float32) {
-	in := len(rows[0])
-	mean, sq := make([]float64, in), make([]float64, in)
-	for _, r := range rows {
-		for j, v := range r {
-			mean[j] += float64(v)
-		}
-	}
-	n := float64(len(rows))
-	for j := range mean {
-		mean[j] /= n
-	}
-	for _, r := range rows {
-		for j, v := range r {
-			d := float64(v) - mean[j]
-			sq[j] += d * d
-		}
-	}
-	shift, scale = make([]float32, in), make([]float32, in)
-	for j := range mean {
-		shift[j] = float32(mean[j])
-		sd := math.Sqrt(sq[j] / n)
-		if !(sd > 1e-12*max(1, math.Abs(mean[j]))) || math.IsInf(sd, 0) {
-			sd = 1
-		}
-		scale[j] = float32(sd)
-	}
-	return shift, scale
-}
-
-// standardiseInPlace maps flat rows of in values to (x − shift)/scale.
-func standardiseInPlace(flat []float32, in int, shift, scale []float32) {
-	for i := range flat {
-		j := i % in
-		flat[i] = (flat[i] - shift[j]) / scale[j]
-	}
 }

@@ -1,0 +1,128 @@
+package nn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// ErrDiverged is wrapped by the error a Loop returns when the training loss becomes NaN or infinite.
+var ErrDiverged = errors.New("training diverged")
+
+// A Loop trains by epochs of minibatch steps over n rows: each epoch shuffles the rows (with Shuffle,
+// or keeps their order), hands the steps the minibatches of at most BatchSize row indices, then asks
+// for the validation loss and keeps the best epoch; Patience epochs without improvement stop it. The
+// context is checked before every step and after every epoch.
+type Loop struct {
+	Epochs    int
+	BatchSize int
+	// Patience is how many epochs without a lower validation loss end training; 0 never stops early.
+	Patience int
+	// Shuffle draws each epoch's row order; nil keeps the rows in order.
+	Shuffle *rand.Rand
+	// Restart and Restarts are reported in Progress (0 reads as 1); LaterEpochs, the epochs of the
+	// starts still to come, count in the ETA.
+	Restart, Restarts, LaterEpochs int
+	// Progress, if not nil, is called after every epoch.
+	Progress func(Progress)
+}
+
+// Steps is what a Loop drives.
+type Steps struct {
+	// Step takes one optimiser step on the minibatch (row indices, valid until it returns) and returns
+	// the minibatch's mean loss before the step.
+	Step func(batch []int) (float64, error)
+	// Validate, if not nil, returns the validation loss after an epoch (NaN counts as no improvement).
+	// Without it every epoch is the best so far (the last weights are kept).
+	Validate func() float64
+	// Keep, if not nil, is called after an epoch that is the best so far: the model saves its weights.
+	Keep func()
+}
+
+// Result describes a finished Loop.
+type Result struct {
+	// EpochsRun is the number of epochs trained (≤ Epochs).
+	EpochsRun int
+	// BestEpoch is the epoch last kept: the lowest validation loss, or the last epoch without
+	// validation (or when every validation loss was NaN).
+	BestEpoch int
+	// TrainLoss and ValLoss are BestEpoch's training and validation losses (ValLoss NaN without
+	// validation).
+	TrainLoss, ValLoss float64
+}
+
+// Run trains on n rows. A non-finite minibatch loss ends it with an error wrapping ErrDiverged.
+func (l Loop) Run(ctx context.Context, n int, s Steps) (Result, error) {
+	var res Result
+	if n < 1 || l.BatchSize < 1 {
+		return res, fmt.Errorf("nn: a loop over %d rows in batches of %d", n, l.BatchSize)
+	}
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	keep := func(epoch int, loss, val float64) {
+		if s.Keep != nil {
+			s.Keep()
+		}
+		res.BestEpoch, res.TrainLoss, res.ValLoss = epoch, loss, val
+	}
+	bestVal, bad := math.Inf(1), 0
+	start := time.Now()
+	for epoch := 1; epoch <= l.Epochs; epoch++ {
+		t0 := time.Now()
+		if l.Shuffle != nil {
+			l.Shuffle.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		}
+		sum := 0.0
+		for lo := 0; lo < n; lo += l.BatchSize {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			batch := perm[lo:min(n, lo+l.BatchSize)]
+			loss, err := s.Step(batch)
+			if err != nil {
+				return res, fmt.Errorf("epoch %d: %w", epoch, err)
+			}
+			if math.IsNaN(loss) || math.IsInf(loss, 0) {
+				return res, fmt.Errorf("%w: loss %v in epoch %d (try a smaller lr)", ErrDiverged, loss, epoch)
+			}
+			sum += loss * float64(len(batch))
+		}
+		loss := sum / float64(n)
+		stepTime := time.Since(t0)
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		res.EpochsRun = epoch
+		val, stop := math.NaN(), false
+		if s.Validate == nil {
+			keep(epoch, loss, val)
+		} else if val = s.Validate(); val < bestVal {
+			bestVal, bad = val, 0
+			keep(epoch, loss, val)
+		} else {
+			bad++
+			stop = l.Patience > 0 && bad >= l.Patience
+		}
+		if l.Progress != nil {
+			perEpoch := float64(time.Since(start)) / float64(epoch)
+			l.Progress(Progress{
+				Epoch: epoch, Epochs: l.Epochs, Restart: max(l.Restart, 1), Restarts: max(l.Restarts, 1),
+				Loss: loss, ValLoss: val,
+				RowsPerSec: float64(n) / max(stepTime.Seconds(), 1e-9),
+				ETA:        time.Duration(perEpoch * float64(l.Epochs-epoch+l.LaterEpochs)),
+			})
+		}
+		if stop {
+			break
+		}
+	}
+	if res.BestEpoch == 0 && res.EpochsRun > 0 { // every validation loss was NaN: the last weights
+		keep(res.EpochsRun, math.NaN(), math.NaN())
+	}
+	return res, nil
+}
