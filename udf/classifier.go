@@ -236,15 +236,7 @@ func (c *classifiers) resolveParams(ctx *sql.Context, table, rawParams string) (
 	if err != nil {
 		return tp, err
 	}
-	var meta *PrivatizeMetadata
-	if ct, ok := t.(sql.CommentedTable); ok && ct.Comment() != "" {
-		var wrapped struct {
-			M *PrivatizeMetadata `json:"ldp_privatize"`
-		}
-		if json.Unmarshal([]byte(ct.Comment()), &wrapped) == nil {
-			meta = wrapped.M
-		}
-	}
+	meta := privatizeMetadataOf(t)
 	if tp.Objective == "" {
 		tp.Objective = "marginal"
 		if tp.AuxTable == "" {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -326,6 +327,22 @@ type PrivatizeMetadata struct {
 	OutputSet   string  `json:"output_set"`
 }
 
+// privatizeMetadataOf returns what ldp_privatize recorded in table t's comment, or nil for a table it
+// did not write.
+func privatizeMetadataOf(t sql.Table) *PrivatizeMetadata {
+	ct, ok := sql.GetUnderlyingTable(t).(sql.CommentedTable)
+	if !ok || ct.Comment() == "" {
+		return nil
+	}
+	var wrapped struct {
+		M *PrivatizeMetadata `json:"ldp_privatize"`
+	}
+	if json.Unmarshal([]byte(ct.Comment()), &wrapped) != nil {
+		return nil
+	}
+	return wrapped.M
+}
+
 // privatizeTmpPrefix starts the name of ldp_privatize's temporary destination (see dropLeftovers).
 const privatizeTmpPrefix = "_ldp_tmp_"
 
@@ -348,7 +365,7 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 		if k < 2 {
 			return nil, fmt.Errorf("%s: K = %d must be at least 2", fn, k)
 		}
-		epsX, epsY = lambda*eps, (1-lambda)*eps
+		epsX, epsY = splitEpsilon(eps, lambda)
 	}
 	randomiser = strings.ToLower(randomiser)
 	if randomiser == "" {
@@ -433,13 +450,31 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 		dropTmp()
 		return nil, err
 	}
-	if err := p.exec(ctx, fmt.Sprintf("RENAME TABLE %s.%s TO %s.%s", quoteCol(dstDB), quoteCol(tmpName), quoteCol(dstDB), quoteCol(dstName))); err != nil {
+	if err := p.renameIn(ctx, dstDB, tmpName, dstName); err != nil {
 		dropTmp()
 		return nil, fmt.Errorf("%s: naming the destination %s: %w", fn, dst, err)
 	}
 	secs := time.Since(start).Seconds()
 	p.log("ldp_privatize: wrote %d rows to %s in %.1f s (%.0f rows/s), eps_x = %g, eps_y = %g", n, dst, secs, float64(n)/secs, epsX, epsY)
 	return sql.RowsToRowIter(sql.Row{dst, n, secs, float64(n) / secs, epsX, epsY}), nil
+}
+
+// splitEpsilon is ldp_privatize's eps_x = λε and eps_y = (1 − λ)ε, each rounded to 15 significant
+// digits, so that they are the decimals the user means (0.6 × 7 is 4.2, where the float product is
+// 4.199999999999999) and print and record as such. The rounded values are the ones the randomisers use
+// and the ledger charges, so what is recorded is exactly what was spent; rounding moves each by less
+// than 1e-15 of itself.
+func splitEpsilon(eps, lambda float64) (epsX, epsY float64) {
+	return roundSignificant(lambda*eps, 15), roundSignificant((1-lambda)*eps, 15)
+}
+
+// roundSignificant rounds v to digits significant decimal digits (the nearest float64 to that decimal).
+func roundSignificant(v float64, digits int) float64 {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', digits, 64), 64)
+	if err != nil {
+		return v
+	}
+	return r
 }
 
 // privatizeRows streams the source, releases every row, and inserts the releases into the temporary
@@ -528,6 +563,17 @@ func (p *procedures) privatizeRows(ctx *sql.Context, fn, srcDB, srcName string, 
 		return 0, fmt.Errorf("%s: committing: %w", fn, err)
 	}
 	return n, ins.Close(ctx)
+}
+
+// renameIn renames table from to to within database db, as the calling user (RENAME TABLE needs ALTER
+// and DROP on from, CREATE and INSERT on to). A rename works within the session's current database
+// (engine/rename.go), so the statement runs with db as the current database, which is restored after.
+func (p *procedures) renameIn(ctx *sql.Context, db, from, to string) error {
+	if cur := ctx.GetCurrentDatabase(); !strings.EqualFold(cur, db) {
+		ctx.SetCurrentDatabase(db)
+		defer ctx.SetCurrentDatabase(cur)
+	}
+	return p.exec(ctx, fmt.Sprintf("RENAME TABLE %s.%s TO %s.%s", quoteCol(db), quoteCol(from), quoteCol(db), quoteCol(to)))
 }
 
 func (p *procedures) exec(ctx *sql.Context, q string) error {

@@ -2,10 +2,16 @@ package udf
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"sync"
 
 	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/analyzer"
+	"github.com/dolthub/go-mysql-server/sql/expression"
+	"github.com/dolthub/go-mysql-server/sql/plan"
 	"github.com/dolthub/go-mysql-server/sql/planbuilder"
+	"github.com/dolthub/go-mysql-server/sql/transform"
 	"github.com/dolthub/go-mysql-server/sql/types"
 
 	"github.com/ldpsql/ldpsql/mechanisms"
@@ -25,6 +31,9 @@ type RRFrequency struct {
 	scalar
 	id     sql.ColumnId
 	window *sql.WindowDefinition
+	// recorded: y_noisy is the label column of a table that ldp_privatize wrote, released at these eps
+	// and K (rrRecordedRule); nil otherwise.
+	recorded *recordedLabels
 }
 
 var _ sql.Aggregation = (*RRFrequency)(nil)
@@ -70,7 +79,7 @@ func (f *RRFrequency) WithChildren(ctx *sql.Context, children ...sql.Expression)
 	if err != nil {
 		return nil, err
 	}
-	nf.(*RRFrequency).id, nf.(*RRFrequency).window = f.id, f.window
+	nf.(*RRFrequency).id, nf.(*RRFrequency).window, nf.(*RRFrequency).recorded = f.id, f.window, f.recorded
 	return nf, nil
 }
 
@@ -101,7 +110,7 @@ func (f *RRFrequency) NewWindowFunction(*sql.Context) (sql.WindowFunction, error
 
 // NewBuffer implements sql.Aggregation.
 func (f *RRFrequency) NewBuffer(*sql.Context) (sql.AggregationBuffer, error) {
-	return &rrFrequencyBuffer{args: f.args}, nil
+	return &rrFrequencyBuffer{args: f.args, recorded: f.recorded}, nil
 }
 
 type rrFrequencyBuffer struct {
@@ -110,6 +119,7 @@ type rrFrequencyBuffer struct {
 	params     []any // eps, K, class of the first row, to check the rest against
 	eps        float64
 	k          int
+	recorded   *recordedLabels
 }
 
 // Update implements sql.AggregationBuffer.
@@ -135,6 +145,9 @@ func (b *rrFrequencyBuffer) Update(ctx *sql.Context, row sql.Row) error {
 		}
 		if class < 0 || class >= int64(b.k) {
 			return argError(fn, "class", vals[3], fmt.Sprintf("the class must be in 0..K-1 (K = %d)", b.k))
+		}
+		if err := b.recorded.check(b.eps, b.k); err != nil {
+			return err
 		}
 		b.params = []any{b.eps, int64(b.k), class}
 	} else {
@@ -180,3 +193,112 @@ func (b *rrFrequencyBuffer) Eval(*sql.Context) (any, error) {
 
 // Dispose implements sql.Disposable.
 func (b *rrFrequencyBuffer) Dispose(*sql.Context) {}
+
+// recordedLabels is what ldp_privatize recorded of the labels of the table RR_FREQUENCY reads: they
+// were released by k-RR at eps_y with K classes.
+type recordedLabels struct {
+	table string // db.table
+	epsY  float64
+	k     int
+}
+
+// check refuses an eps or K that contradicts the recorded ones: the estimate would silently be wrong.
+func (r *recordedLabels) check(eps float64, k int) error {
+	if r == nil {
+		return nil
+	}
+	if math.Abs(eps-r.epsY) > 1e-9*math.Max(1, r.epsY) || k != r.k {
+		return fmt.Errorf("RR_FREQUENCY: eps = %v and K = %d, but the labels of %s were released by ldp_privatize at eps_y = %v with K = %d "+
+			"(its table comment); pass those, or the estimate is wrong", eps, k, r.table, r.epsY, r.k)
+	}
+	return nil
+}
+
+// rrRecordedRuleID is the analyzer rule id of rrRecordedRule.
+const rrRecordedRuleID analyzer.RuleId = 100_012
+
+func init() {
+	analyzer.AlwaysBeforeDefault = append(analyzer.AlwaysBeforeDefault, analyzer.Rule{Id: rrRecordedRuleID, Apply: rrRecordedRule})
+}
+
+// rrRecordedRule binds each RR_FREQUENCY whose y_noisy is the label column of a table written by
+// ldp_privatize (read directly, not through a derived table or view) to the eps_y and K recorded in that
+// table's comment: literal eps and K that contradict them are an error here, others on the first row.
+// Tables without that metadata are unaffected.
+func rrRecordedRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
+	if !containsRRFrequency(ctx, n) {
+		return n, transform.SameTree, nil
+	}
+	labels := map[sql.ColumnId]*recordedLabels{}
+	_ = walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
+		rt, ok := n.(*plan.ResolvedTable)
+		if !ok || rt.Database() == nil {
+			return nil
+		}
+		meta := privatizeMetadataOf(rt.UnderlyingTable())
+		if meta == nil || meta.LabelCol == "" {
+			return nil
+		}
+		schema, ids := rt.Schema(ctx), rt.Columns()
+		if ids.Len() != len(schema) {
+			return nil
+		}
+		i := 0
+		ids.ForEach(func(id sql.ColumnId) {
+			if strings.EqualFold(schema[i].Name, meta.LabelCol) {
+				labels[id] = &recordedLabels{table: rt.Database().Name() + "." + rt.Name(), epsY: meta.EpsY, k: meta.K}
+			}
+			i++
+		})
+		return nil
+	})
+	if len(labels) == 0 {
+		return n, transform.SameTree, nil
+	}
+	return transform.NodeExprsWithOpaque(ctx, n, func(ctx *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+		f, ok := e.(*RRFrequency)
+		if !ok || f.recorded != nil || len(f.args) < 4 {
+			return e, transform.SameTree, nil
+		}
+		gf, ok := f.args[0].(*expression.GetField)
+		if !ok || labels[gf.Id()] == nil {
+			return e, transform.SameTree, nil
+		}
+		rec := labels[gf.Id()]
+		if vals, ok := literalArgs(f.args[1], f.args[2]); ok {
+			eps, err := toEpsilon(ctx, "RR_FREQUENCY", vals[0])
+			if err != nil {
+				return nil, transform.SameTree, err
+			}
+			k, err := toK(ctx, "RR_FREQUENCY", vals[1])
+			if err != nil {
+				return nil, transform.SameTree, err
+			}
+			if err := rec.check(eps, k); err != nil {
+				return nil, transform.SameTree, err
+			}
+		}
+		nf := *f
+		nf.recorded = rec
+		return &nf, transform.NewTree, nil
+	})
+}
+
+// containsRRFrequency reports whether n (its subqueries and views included) calls RR_FREQUENCY.
+func containsRRFrequency(ctx *sql.Context, n sql.Node) bool {
+	found := false
+	transform.InspectWithOpaque(ctx, n, func(ctx *sql.Context, n sql.Node) bool {
+		if ex, ok := n.(sql.Expressioner); ok && !found {
+			for _, e := range ex.Expressions() {
+				if transform.InspectExpr(ctx, e, func(ctx *sql.Context, e sql.Expression) bool {
+					_, ok := e.(*RRFrequency)
+					return ok
+				}) {
+					found = true
+				}
+			}
+		}
+		return !found
+	})
+	return found
+}
