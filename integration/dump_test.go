@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"database/sql"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -50,14 +49,7 @@ func TestRollbackAndDumpRestore(t *testing.T) {
 		t.Errorf("@@version_comment %q, %v", v, err)
 	}
 
-	dump, err := exec.LookPath("mysqldump")
-	client, err2 := exec.LookPath("mysql")
-	if err != nil || err2 != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("mysqldump or mysql is missing; scripts/test.sh installs mariadb-client")
-		}
-		t.Skip("mysqldump or mysql not installed (apt-get install mariadb-client)")
-	}
+	dump, client := mariaDBTool(t, "mysqldump"), mariaDBTool(t, "mysql")
 	host, port, _ := strings.Cut(s.addr, ":")
 	out, err := exec.Command(dump, "-h", host, "-P", port, "-u", "root", "ldpsql", "em").Output()
 	if err != nil {

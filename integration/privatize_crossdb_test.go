@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -102,13 +101,7 @@ func fmtRows(rows [][]string) string {
 // database, and root reads LEFT(description, 300) of ldp_mechanisms (a catalog JSON column in a string
 // function).
 func TestCrossDatabaseAndJSONThroughMySQLClient(t *testing.T) {
-	client, err := exec.LookPath("mysql")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("the mysql client is not installed; .ci/run must install mariadb-client")
-		}
-		t.Skip("mysql client not installed (apt-get install mariadb-client)")
-	}
+	client := mariaDBTool(t, "mysql")
 	s := startServer(t, filepath.Join(t.TempDir(), "data.duckdb"))
 	root := s.connect("root", "")
 	fillClusters(t, root, "aux", 600, 1, false)

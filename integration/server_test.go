@@ -311,14 +311,22 @@ func TestEmptyPasswordOnlyOnLoopback(t *testing.T) {
 	}
 }
 
-func TestMySQLCommandLineClient(t *testing.T) {
-	client, err := exec.LookPath("mysql")
+// mariaDBTool returns the path of a client program of Debian's mariadb-client (mysql, mysqldump), which
+// scripts/test.sh installs: missing, the test fails in CI and is skipped elsewhere.
+func mariaDBTool(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("the mysql client is not installed; .ci/run must install mariadb-client")
+			t.Fatalf("%s is not installed; scripts/test.sh installs mariadb-client", name)
 		}
-		t.Skip("mysql client not installed (apt-get install mariadb-client)")
+		t.Skipf("%s not installed (apt-get install mariadb-client)", name)
 	}
+	return path
+}
+
+func TestMySQLCommandLineClient(t *testing.T) {
+	client := mariaDBTool(t, "mysql")
 	s := startServer(t, filepath.Join(t.TempDir(), "data.duckdb"))
 	host, port, _ := strings.Cut(s.addr, ":")
 	run := func(stmt string) (string, error) {
