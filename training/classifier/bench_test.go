@@ -34,7 +34,7 @@ func benchMarginal(b *testing.B, n, m, d, k int, budget int64, epsY float64) {
 	sizes, _ := netSizes(d, cfg.Hidden, k)
 	nt := newNet(sizes)
 	nt.init(rand.New(rand.NewPCG(1, streamInit)))
-	std := fitStandardiser(data.aux, d)
+	std := nn.FitStandardiser(data.aux, d)
 	tr, err := newMarginalTrainer(context.Background(), cfg, nt, std, data.train, MarginalData{})
 	if err != nil {
 		b.Fatal(err)
@@ -77,7 +77,7 @@ func BenchmarkMarginalEpochSmall(b *testing.B) {
 func BenchmarkMarginalSetup(b *testing.B) {
 	spec := synthSpec{K: 10, D: 8, M: 45000, N: 13500, Means: randomMeans(1, 10, 8, 2), Sigma: 1, L: 10, EpsX: 5.6, EpsY: 2.4, Seed: 1}
 	data := spec.make()
-	std := fitStandardiser(data.aux, 8)
+	std := nn.FitStandardiser(data.aux, 8)
 	nt := newNet([]int{8, 50, 10})
 	pr := newPrior(nt, std, data.aux, data.r)
 	b.ResetTimer()
@@ -105,7 +105,7 @@ func benchForward(b *testing.B, n, d, k int) {
 	sizes, _ := netSizes(d, cfg.Hidden, k)
 	nt := newNet(sizes)
 	nt.init(rand.New(rand.NewPCG(1, streamInit)))
-	tr := newForwardTrainer(nt, fitStandardiser(x, d), ForwardData{X: x, Labels: y, R: KRRMatrix(1, k)}, ForwardData{}, cfg.BatchSize)
+	tr := newForwardTrainer(nt, nn.FitStandardiser(x, d), ForwardData{X: x, Labels: y, R: KRRMatrix(1, k)}, ForwardData{}, cfg.BatchSize)
 	rows := allRows(n)
 	grad := make([]float64, len(nt.params))
 	opt := nn.NewAdam[float32, float64](len(nt.params), cfg.LR)

@@ -52,7 +52,7 @@ func trainForward(ctx context.Context, cfg Config, train, val ForwardData, progr
 	}
 	nt := newNet(sizes)
 	nt.init(rand.New(rand.NewPCG(cfg.Seed, streamInit)))
-	std := fitStandardiser(train.X, d)
+	std := nn.FitStandardiser(train.X, d)
 	t := newForwardTrainer(nt, std, train, val, cfg.BatchSize)
 	best, st, err := fit(ctx, cfg, nt, t, progress)
 	if err != nil {
@@ -70,7 +70,7 @@ type forwardTrainer struct {
 	x, xv     [][]float32
 	lab, labv []int
 	nv        int
-	std       standardiser
+	std       nn.Standardiser
 	p         int
 	blocks    []*fwdBlock // one per block of a batch (or of the validation set)
 	lossN     []float64
@@ -85,7 +85,7 @@ type fwdBlock struct {
 	grad   []float64
 }
 
-func newForwardTrainer(nt *net, std standardiser, train, val ForwardData, batch int) *forwardTrainer {
+func newForwardTrainer(nt *net, std nn.Standardiser, train, val ForwardData, batch int) *forwardTrainer {
 	t := &forwardTrainer{d: nt.inDim(), k: nt.classes(), r: flatChannel(train.R), x: train.X, lab: train.Labels,
 		xv: val.X, labv: val.Labels, nv: len(val.X), std: std, p: nn.Workers()}
 	if t.nv > 0 && !sameChannel(val.R, train.R) {
@@ -162,7 +162,7 @@ func (t *forwardTrainer) lossGrad(nt *net, batch []int, grad []float64) float64 
 		lo := bi * fwdChunk
 		idx := batch[lo:min(nb, lo+fwdChunk)]
 		cols := len(idx)
-		t.std.block(b.x, t.x, idx, 0, cols)
+		block(t.std, b.x, t.x, idx, 0, cols)
 		nt.forward(b.x, cols, b.acts)
 		lg := b.acts.logits()
 		logp, p := make([]float64, t.k), make([]float64, t.k)
@@ -206,7 +206,7 @@ func (t *forwardTrainer) valLoss(nt *net) float64 {
 		for bi := w; bi < nblk; bi += nw {
 			lo := bi * fwdChunk
 			cols := min(fwdChunk, t.nv-lo)
-			t.std.block(b.x, t.xv, nil, lo, cols)
+			block(t.std, b.x, t.xv, nil, lo, cols)
 			nt.forward(b.x, cols, b.acts)
 			lg := b.acts.logits()
 			for c := range cols {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"runtime"
 	"testing"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // Tolerances of the value and gradient checks.
@@ -27,7 +29,7 @@ const (
 	fdStep  = 1e-5
 )
 
-func newTestMarginal(t testing.TB, aux, noisy [][]float32, labels []int, b float64, r [][]float64, hidden []int, budget int64) (*marginalTrainer, *net, standardiser) {
+func newTestMarginal(t testing.TB, aux, noisy [][]float32, labels []int, b float64, r [][]float64, hidden []int, budget int64) (*marginalTrainer, *net, nn.Standardiser) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Hidden, cfg.MemoryBudget = hidden, budget
@@ -39,7 +41,7 @@ func newTestMarginal(t testing.TB, aux, noisy [][]float32, labels []int, b float
 	}
 	nt := newNet(sizes)
 	randomiseParams(nt, 3)
-	std := fitStandardiser(aux, d)
+	std := nn.FitStandardiser(aux, d)
 	train := MarginalData{Aux: aux, Noisy: noisy, Labels: labels, Scale: b, R: r}
 	val := MarginalData{}
 	if _, err := checkMarginal(&train, &val); err != nil {
@@ -251,7 +253,7 @@ func TestForwardGradient(t *testing.T) {
 			sizes, _ := netSizes(tc.d, tc.hidden, k)
 			nt := newNet(sizes)
 			randomiseParams(nt, 9)
-			std := fitStandardiser(x, tc.d)
+			std := nn.FitStandardiser(x, tc.d)
 			tr := newForwardTrainer(nt, std, ForwardData{X: x, Labels: labels, R: tc.r}, ForwardData{}, len(x))
 			grad := make([]float64, len(nt.params))
 			loss := tr.lossGrad(nt, allRows(len(x)), grad)

@@ -88,7 +88,7 @@ func flatChannel(r [][]float64) []float64 {
 	return f
 }
 
-func newPrior(nt *net, std standardiser, aux [][]float32, r [][]float64) *prior {
+func newPrior(nt *net, std nn.Standardiser, aux [][]float32, r [][]float64) *prior {
 	m, d, k := len(aux), len(aux[0]), len(r)
 	pr := &prior{m: m, d: d, k: k, r: flatChannel(r), auxR: make([]float32, 0, d*m), q: make([]float32, k*m)}
 	pr.rf = make([]float32, len(pr.r))
@@ -115,7 +115,7 @@ func newPrior(nt *net, std standardiser, aux [][]float32, r [][]float64) *prior 
 		cols := min(auxChunk, m-m0)
 		b := auxBlock{m0: m0, cols: cols, x: make([]float32, d*cols), acts: nt.newActs(cols), p: make([]float32, k*cols),
 			amax: make([]float32, k)}
-		std.block(b.x, aux, nil, m0, cols)
+		block(std, b.x, aux, nil, m0, cols)
 		pr.blocks = append(pr.blocks, b)
 	}
 	return pr

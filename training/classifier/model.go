@@ -17,7 +17,7 @@ const (
 // training recorded. It is safe for concurrent use.
 type Model struct {
 	nt    *net
-	std   standardiser
+	std   nn.Standardiser
 	stats TrainStats
 }
 
@@ -86,7 +86,7 @@ const predictBlock = 256
 func (m *Model) logits(rows [][]float32) []float32 {
 	cols := len(rows)
 	x := make([]float32, m.InputDim()*cols)
-	m.std.block(x, rows, nil, 0, cols)
+	block(m.std, x, rows, nil, 0, cols)
 	ab := m.nt.newActs(cols)
 	m.nt.forward(x, cols, ab)
 	return ab.logits()

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // blas is gonum's pure-Go BLAS (assembly kernels on amd64), the
@@ -227,40 +229,9 @@ func (nt *net) maxWidth() int {
 	return m
 }
 
-// standardiser maps x to (x − mean)/std per feature.
-type standardiser struct {
-	mean, std []float32
-}
-
-// fitStandardiser fits the per-feature mean and population standard
-// deviation (float64 accumulation); a feature with std 0 (or too small to
-// divide by) gets std 1.
-func fitStandardiser(rows [][]float32, d int) standardiser {
-	s := standardiser{mean: make([]float32, d), std: make([]float32, d)}
-	n := float64(len(rows))
-	for j := range d {
-		sum := 0.0
-		for _, r := range rows {
-			sum += float64(r[j])
-		}
-		mu := sum / n
-		ss := 0.0
-		for _, r := range rows {
-			v := float64(r[j]) - mu
-			ss += v * v
-		}
-		sd := math.Sqrt(ss / n)
-		if !(sd > 1e-12*math.Max(1, math.Abs(mu))) {
-			sd = 1
-		}
-		s.mean[j], s.std[j] = float32(mu), float32(sd)
-	}
-	return s
-}
-
 // block writes rows[idx[c]] (or rows[c0+c] when idx is nil), standardised,
 // into dst as a feature-major (d × cols) block.
-func (s standardiser) block(dst []float32, rows [][]float32, idx []int, c0, cols int) {
+func block(s nn.Standardiser, dst []float32, rows [][]float32, idx []int, c0, cols int) {
 	for c := range cols {
 		var r []float32
 		if idx != nil {
@@ -269,7 +240,7 @@ func (s standardiser) block(dst []float32, rows [][]float32, idx []int, c0, cols
 			r = rows[c0+c]
 		}
 		for j, v := range r {
-			dst[j*cols+c] = (v - s.mean[j]) / s.std[j]
+			dst[j*cols+c] = (v - s.Mean[j]) / s.Std[j]
 		}
 	}
 }

@@ -7,6 +7,8 @@ package classifier
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // refLogits is the MLP in float64 on one standardised row.
@@ -35,10 +37,10 @@ func refLogits(sizes []int, params []float64, x []float64) []float64 {
 	return a
 }
 
-func refStd(std standardiser, x []float32) []float64 {
+func refStd(std nn.Standardiser, x []float32) []float64 {
 	o := make([]float64, len(x))
 	for j, v := range x {
-		o[j] = (float64(v) - float64(std.mean[j])) / float64(std.std[j])
+		o[j] = (float64(v) - float64(std.Mean[j])) / float64(std.Std[j])
 	}
 	return o
 }
@@ -77,7 +79,7 @@ func lse(v []float64) float64 {
 
 // refMarginalLog is −(1/N)·Σ_n log p(ỹ_n, z̃_n) by Eq 4.11 evaluated in log
 // space in float64: log p = −log M + LSE_m[w_nm + log Σ_y R[ỹ_n][y]·p_ψ(y|ẑ_m)].
-func refMarginalLog(sizes []int, params []float64, std standardiser, aux, noisy [][]float32, labels []int, b float64, r [][]float64) float64 {
+func refMarginalLog(sizes []int, params []float64, std nn.Standardiser, aux, noisy [][]float32, labels []int, b float64, r [][]float64) float64 {
 	m, d, k := len(aux), len(aux[0]), len(r)
 	logQ := make([][]float64, m) // logQ[m][k]
 	for i, z := range aux {
@@ -109,7 +111,7 @@ func refMarginalLog(sizes []int, params []float64, std standardiser, aux, noisy 
 // refMarginalDirect is Eq 4.11 exactly as printed, in probability space:
 // p(ỹ, z̃) = (1/M) Σ_m Σ_y R[ỹ][y]·p_ψ(y|ẑ_m)·Π_i (1/2b)·exp(−|z̃_i − ẑ_m,i|/b).
 // It underflows to log 0 = −Inf when b is small.
-func refMarginalDirect(sizes []int, params []float64, std standardiser, aux, noisy [][]float32, labels []int, b float64, r [][]float64) float64 {
+func refMarginalDirect(sizes []int, params []float64, std nn.Standardiser, aux, noisy [][]float32, labels []int, b float64, r [][]float64) float64 {
 	m, d, k := len(aux), len(aux[0]), len(r)
 	probs := make([][]float64, m)
 	for i, z := range aux {
@@ -133,7 +135,7 @@ func refMarginalDirect(sizes []int, params []float64, std standardiser, aux, noi
 }
 
 // refForwardLoss is −(1/N)·Σ_n log Σ_y R[ỹ_n][y]·softmax(x̃_n)_y (Eq 4.12).
-func refForwardLoss(sizes []int, params []float64, std standardiser, x [][]float32, labels []int, r [][]float64) float64 {
+func refForwardLoss(sizes []int, params []float64, std nn.Standardiser, x [][]float32, labels []int, r [][]float64) float64 {
 	total := 0.0
 	for n, row := range x {
 		p := refSoftmax(refLogits(sizes, params, refStd(std, row)))

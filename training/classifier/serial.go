@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"github.com/ldpsql/ldpsql/training/internal/artifact"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // Model format (all integers little-endian):
@@ -56,7 +58,7 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range [][]float32{m.std.mean, m.std.std, m.nt.params} {
+	for _, s := range [][]float32{m.std.Mean, m.std.Std, m.nt.params} {
 		b = artifact.AppendFloat32s(b, s)
 	}
 	return artifact.Seal(b), nil
@@ -113,8 +115,8 @@ func UnmarshalModel(b []byte) (*Model, error) {
 	if r := artifact.NewReader(fr.Payload); !r.Float32s(f) {
 		return nil, badModel("non-finite value at %d", r.Offset()/4)
 	}
-	std := standardiser{mean: f[:d:d], std: f[d : 2*d : 2*d]}
-	for j, v := range std.std {
+	std := nn.Standardiser{Mean: f[:d:d], Std: f[d : 2*d : 2*d]}
+	for j, v := range std.Std {
 		if !(v > 0) {
 			return nil, badModel("standard deviation %d is %v", j, v)
 		}

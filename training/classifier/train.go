@@ -179,7 +179,7 @@ func TrainMarginal(ctx context.Context, cfg Config, train, val MarginalData, pro
 	}
 	nt := newNet(sizes)
 	nt.init(rand.New(rand.NewPCG(cfg.Seed, streamInit)))
-	std := fitStandardiser(train.Aux, shape.d)
+	std := nn.FitStandardiser(train.Aux, shape.d)
 	tr, err := newMarginalTrainer(ctx, cfg, nt, std, train, val)
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ func sameChannel(a, b [][]float64) bool {
 	return slices.EqualFunc(a, b, func(x, y []float64) bool { return slices.Equal(x, y) })
 }
 
-func newMarginalTrainer(ctx context.Context, cfg Config, nt *net, std standardiser, train, val MarginalData) (*marginalTrainer, error) {
+func newMarginalTrainer(ctx context.Context, cfg Config, nt *net, std nn.Standardiser, train, val MarginalData) (*marginalTrainer, error) {
 	p := nn.Workers()
 	t := &marginalTrainer{p: p}
 	t.pr = newPrior(nt, std, train.Aux, train.R)

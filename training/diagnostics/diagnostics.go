@@ -300,19 +300,20 @@ func reconstruct(ctx context.Context, rep *Report, codec Codec, rows [][]float32
 	for k := range mean {
 		mean[k] /= float64(len(rest))
 	}
-	sqErr := func(i int, xhat func(k int) float64) float64 {
-		var s float64
-		for k, v := range rows[i] {
-			e := float64(v) - xhat(k)
-			s += e * e
+	// mse is the mean over r of row of[r]'s squared error per feature against xhat(r, ·).
+	mse := func(of []int, xhat func(r, k int) float64) float64 {
+		var sum float64
+		for r, i := range of {
+			var s float64
+			for k, v := range rows[i] {
+				e := float64(v) - xhat(r, k)
+				s += e * e
+			}
+			sum += s / float64(D)
 		}
-		return s / float64(D)
+		return sum / float64(len(of))
 	}
-	var mseMean float64
-	for _, i := range holdout {
-		mseMean += sqErr(i, func(k int) float64 { return mean[k] })
-	}
-	mseMean /= float64(len(holdout))
+	mseMean := mse(holdout, func(_, k int) float64 { return mean[k] })
 
 	clean := make([][]float32, len(holdout))
 	for h, i := range holdout {
@@ -322,21 +323,13 @@ func reconstruct(ctx context.Context, rep *Report, codec Codec, rows [][]float32
 	if err != nil {
 		return err
 	}
-	var mseClean float64
-	for h, i := range holdout {
-		mseClean += sqErr(i, func(k int) float64 { return float64(decodedClean[h][k]) })
-	}
-	mseClean /= float64(len(holdout))
+	mseClean := mse(holdout, func(h, k int) float64 { return float64(decodedClean[h][k]) })
 
 	decodedPrivate, err := decode(ctx, codec, releases, D)
 	if err != nil {
 		return err
 	}
-	var msePrivate float64
-	for r, i := range owner {
-		msePrivate += sqErr(i, func(k int) float64 { return float64(decodedPrivate[r][k]) })
-	}
-	msePrivate /= float64(len(owner))
+	msePrivate := mse(owner, func(r, k int) float64 { return float64(decodedPrivate[r][k]) })
 
 	rep.MSEMean, rep.MSEClean, rep.MSEPrivate = &mseMean, &mseClean, &msePrivate
 	if mseMean > 0 {

@@ -11,7 +11,7 @@ import (
 
 // Every epoch visits every row once in minibatches of at most BatchSize; a shuffled loop visits them
 // in a seeded order that changes between epochs; Progress numbers the epochs and counts later starts
-// in the ETA.
+// in the ETA (the last epoch of this start still has the later starts' three to go).
 func TestLoopVisitsEveryRowAndReports(t *testing.T) {
 	const n, bs = 23, 5
 	var orders [][]int
@@ -45,7 +45,7 @@ func TestLoopVisitsEveryRowAndReports(t *testing.T) {
 	}
 	last := ps[2]
 	if last.Epoch != 3 || last.Epochs != 3 || last.Restart != 2 || last.Restarts != 3 || last.Loss != 1 || !math.IsNaN(last.ValLoss) ||
-		last.OverallEpoch() != 6 || last.OverallEpochs() != 9 || !(last.RowsPerSec > 0) || !(ps[0].ETA >= ps[1].ETA) {
+		last.OverallEpoch() != 6 || last.OverallEpochs() != 9 || !(last.RowsPerSec > 0) || !(last.ETA > 0) {
 		t.Errorf("progress %+v", ps)
 	}
 }
