@@ -271,9 +271,9 @@ func (g *fileGuard) check(name string, write bool) (string, error) {
 	return target, nil
 }
 
-// hasGlobalPrivilege reports whether the session's user holds priv globally, or SUPER, or one of the
+// HasGlobalPrivilege reports whether the session's user holds priv globally, or SUPER, or one of the
 // dynamic privileges (everyone does while user accounts are disabled).
-func hasGlobalPrivilege(ctx *sql.Context, mdb *mysql_db.MySQLDb, priv sql.PrivilegeType, dynamic ...string) bool {
+func HasGlobalPrivilege(ctx *sql.Context, mdb *mysql_db.MySQLDb, priv sql.PrivilegeType, dynamic ...string) bool {
 	if mdb == nil || !mdb.Enabled() {
 		return true
 	}
@@ -297,7 +297,7 @@ const ruleServerBoundary analyzer.RuleId = 100_001
 // INTO OUTFILE/DUMPFILE and LOAD DATA INFILE to their resolved, checked form.
 func (e *Engine) serverBoundary(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
 	mdb := a.Catalog.MySQLDb
-	hasFile := func() bool { return hasGlobalPrivilege(ctx, mdb, sql.PrivilegeType_File) }
+	hasFile := func() bool { return HasGlobalPrivilege(ctx, mdb, sql.PrivilegeType_File) }
 	var err error
 	fail := func(e error) bool {
 		if err == nil {
@@ -317,7 +317,7 @@ func (e *Engine) serverBoundary(ctx *sql.Context, a *analyzer.Analyzer, n sql.No
 			}
 		case *plan.Set:
 			for _, ex := range x.Exprs {
-				if setsGlobal(ex) && !hasGlobalPrivilege(ctx, mdb, sql.PrivilegeType_Super, "SYSTEM_VARIABLES_ADMIN") {
+				if setsGlobal(ex) && !HasGlobalPrivilege(ctx, mdb, sql.PrivilegeType_Super, "SYSTEM_VARIABLES_ADMIN") {
 					return fail(errNeedPrivilege("SUPER or SYSTEM_VARIABLES_ADMIN"))
 				}
 			}
@@ -481,7 +481,7 @@ func (l *loadFile) WithChildren(_ *sql.Context, children ...sql.Expression) (sql
 }
 
 func (l *loadFile) Eval(ctx *sql.Context, row sql.Row) (any, error) {
-	if !hasGlobalPrivilege(ctx, l.mdb(), sql.PrivilegeType_File) {
+	if !HasGlobalPrivilege(ctx, l.mdb(), sql.PrivilegeType_File) {
 		return nil, errNeedPrivilege("FILE")
 	}
 	v, err := l.name.Eval(ctx, row)
@@ -553,7 +553,7 @@ func (e *Engine) installServerBoundary() {
 // ANALYZE TABLE) is raw data that no release paid for.
 func (e *Engine) confineColumnStatistics() {
 	e.wrapInfoSchema("column_statistics", func(ctx *sql.Context, rows []sql.Row) []sql.Row {
-		if hasGlobalPrivilege(ctx, e.GMS.Analyzer.Catalog.MySQLDb, sql.PrivilegeType_Super) {
+		if HasGlobalPrivilege(ctx, e.GMS.Analyzer.Catalog.MySQLDb, sql.PrivilegeType_Super) {
 			return rows
 		}
 		kept := rows[:0]
@@ -599,7 +599,7 @@ func (e *Engine) wrapInfoSchema(name string, keep func(ctx *sql.Context, rows []
 // that a DBA typed. (SHOW PROCESSLIST itself is refused by GMS without PROCESS.)
 func (e *Engine) confineProcessList() {
 	e.wrapInfoSchema(information_schema.ProcessListTableName, func(ctx *sql.Context, rows []sql.Row) []sql.Row {
-		if hasGlobalPrivilege(ctx, e.GMS.Analyzer.Catalog.MySQLDb, sql.PrivilegeType_Process) {
+		if HasGlobalPrivilege(ctx, e.GMS.Analyzer.Catalog.MySQLDb, sql.PrivilegeType_Process) {
 			return rows
 		}
 		me := ctx.Session.Client()

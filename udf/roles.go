@@ -8,6 +8,8 @@ import (
 	"github.com/dolthub/go-mysql-server/sql/expression"
 	"github.com/dolthub/go-mysql-server/sql/plan"
 	"github.com/dolthub/go-mysql-server/sql/transform"
+
+	"github.com/ldpsql/ldpsql/engine"
 )
 
 // Roles.
@@ -49,11 +51,7 @@ import (
 // isDBA reports whether the session's user is a DBA: root, or a holder of the global SUPER privilege.
 // Without user accounts (privileges disabled) everyone is.
 func isDBA(ctx *sql.Context, a *analyzer.Analyzer) bool {
-	mdb := a.Catalog.MySQLDb
-	if mdb == nil || !mdb.Enabled() {
-		return true
-	}
-	return mdb.UserActivePrivilegeSet(ctx).Has(sql.PrivilegeType_Super)
+	return engine.HasGlobalPrivilege(ctx, a.Catalog.MySQLDb, sql.PrivilegeType_Super)
 }
 
 func errRawColumn(col, table string) error {
