@@ -140,28 +140,40 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return err
 	}
-	res, wall, err := runRepro(cfg, stderr)
+	// Each finished trial rewrites the results, so a long run that is stopped keeps the trials it finished.
+	res, wall, err := runRepro(cfg, stderr, func(res reproResults, wall time.Duration) error {
+		_, err := writeReproResults(cfg, res, wall)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	md := reproMarkdown(cfg, res, wall)
-	files := map[string][]byte{"results.md": []byte(md)}
-	if files["results.json"], err = json.MarshalIndent(reproJSON(cfg, res, wall), "", "  "); err != nil {
-		return err
-	}
-	png, err := reproPlot(cfg, res)
+	md, err := writeReproResults(cfg, res, wall)
 	if err != nil {
 		return err
-	}
-	files["accuracy.png"] = png
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(cfg.out, name), b, 0o644); err != nil {
-			return err
-		}
 	}
 	fmt.Fprint(stdout, md)
 	fmt.Fprintf(stdout, "\nwrote %s, %s and %s\n", filepath.Join(cfg.out, "results.md"), filepath.Join(cfg.out, "results.json"), filepath.Join(cfg.out, "accuracy.png"))
 	return nil
+}
+
+// writeReproResults writes results.md, results.json and accuracy.png to cfg.out and returns the markdown.
+func writeReproResults(cfg reproConfig, res reproResults, wall time.Duration) (string, error) {
+	md := reproMarkdown(cfg, res, wall)
+	files := map[string][]byte{"results.md": []byte(md)}
+	var err error
+	if files["results.json"], err = json.MarshalIndent(reproJSON(cfg, res, wall), "", "  "); err != nil {
+		return "", err
+	}
+	if files["accuracy.png"], err = reproPlot(cfg, res); err != nil {
+		return "", err
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(cfg.out, name), b, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return md, nil
 }
 
 // flagSet says whether the flag called name was given on the command line.
@@ -241,7 +253,8 @@ func (r *reproRun) job(what, q string) error {
 	}
 }
 
-func runRepro(cfg reproConfig, log io.Writer) (reproResults, time.Duration, error) {
+// runRepro runs cfg.trials trials, calling trialDone with the results so far after each.
+func runRepro(cfg reproConfig, log io.Writer, trialDone func(reproResults, time.Duration) error) (reproResults, time.Duration, error) {
 	start := time.Now()
 	path := filepath.Join(cfg.out, "repro.duckdb")
 	for _, p := range []string{path, path + ".wal"} {
@@ -276,6 +289,11 @@ func runRepro(cfg reproConfig, log io.Writer) (reproResults, time.Duration, erro
 		seed := cfg.seed + uint64(t)
 		if err := r.trial(seed, train, res); err != nil {
 			return nil, 0, err
+		}
+		if t+1 < cfg.trials {
+			if err := trialDone(res, time.Since(start)); err != nil {
+				return nil, 0, err
+			}
 		}
 	}
 	return res, time.Since(start), e.Close()
@@ -458,13 +476,23 @@ var mechTitles = map[string]string{"vlm": "VLM", "pca": "PCA", "laplace": "Lapla
 
 func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string {
 	var b strings.Builder
+	done := 0 // trials finished: the most values any cell holds
+	for _, byEps := range res {
+		for _, xs := range byEps {
+			done = max(done, len(xs))
+		}
+	}
+	note := trialsNote(done)
+	if done < cfg.trials {
+		note = fmt.Sprintf("Partial results: %d of %d trials finished. %s", done, cfg.trials, note)
+	}
 	fmt.Fprintf(&b, "# Data collection on Fashion-MNIST: test accuracy (%%) on clean test images\n\n")
 	fmt.Fprintf(&b, "Thesis Table 4.1 protocol: D1 = %d unlabelled images train the mechanisms; D2 = %d images privatised at total ε with λ = %g "+
 		"(ε_x = λε features, ε_y = (1−λ)ε label by k-RR, K = 10), split 9:1 for classifier training/validation; %d clean test images. "+
 		"VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs) and PCA d = 8 (same l) with the Laplace randomiser and the "+
 		"prior-marginalised classifier (Eq 4.11); Laplace (ε_x/784 per pixel) and Duchi on the raw pixels with the forward-corrected "+
 		"classifier (Eq 4.12). %s%s. Wall time %s.\n\n",
-		cfg.nAux, cfg.nPriv, cfg.lambda, cfg.nTest, int(cfg.vlmEpochs), trialsNote(cfg.trials), map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick],
+		cfg.nAux, cfg.nPriv, cfg.lambda, cfg.nTest, int(cfg.vlmEpochs), note, map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick],
 		wall.Round(time.Second))
 	b.WriteString("| ε |")
 	for _, m := range cfg.mechs {

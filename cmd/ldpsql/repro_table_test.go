@@ -20,3 +20,16 @@ func TestReproTableIsHonestAboutTrials(t *testing.T) {
 		t.Errorf("three trials:\n%s", three)
 	}
 }
+
+// A run stopped after some of its trials says so: its table is not the one asked for.
+func TestReproTableSaysWhenPartial(t *testing.T) {
+	cfg := reproConfig{trials: 3, eps: []float64{2}, mechs: []string{"vlm"}, nAux: 1, nPriv: 1, nTest: 1, lambda: 0.7}
+	md := reproMarkdown(cfg, reproResults{"vlm": {"2": {0.5, 0.7}}}, time.Second)
+	if !strings.Contains(md, "Partial results: 2 of 3 trials finished") || !strings.Contains(md, "| 60.0 ± 14.1 (2) |") {
+		t.Errorf("two of three trials:\n%s", md)
+	}
+	full := reproMarkdown(cfg, reproResults{"vlm": {"2": {0.5, 0.7, 0.6}}}, time.Second)
+	if strings.Contains(full, "Partial") {
+		t.Errorf("three of three trials:\n%s", full)
+	}
+}
