@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/dolthub/go-mysql-server/sql"
 )
 
 // Jobs runs long operations (training a mechanism or a classifier) in the background and records their
@@ -22,6 +24,9 @@ type Jobs struct {
 	wg      sync.WaitGroup
 	closed  bool
 }
+
+// JobsTable is the catalog table of jobs.
+const JobsTable = "ldp_jobs"
 
 const createJobsTable = `
 CREATE SEQUENCE IF NOT EXISTS ` + CatalogSchema + `.ldp_job_ids;
@@ -83,6 +88,11 @@ var ErrNoJob = errors.New("no such job")
 
 func newJobs(db *gosql.DB) (*Jobs, error) {
 	j := &Jobs{db: db, running: map[int64]context.CancelFunc{}, done: map[int64]chan struct{}{}}
+	// No params were once stored as '', which is not JSON: every full read of the table (ldp_jobs as a
+	// user who is not a DBA reads it, jobsTable) failed on them.
+	if _, err := db.Exec(`UPDATE ` + CatalogSchema + `.ldp_jobs SET params = NULL WHERE params = ''`); err != nil {
+		return nil, err
+	}
 	// Whatever was running when the previous process stopped did not finish.
 	_, err := db.Exec(`UPDATE `+CatalogSchema+`.ldp_jobs SET state = ?, finished = now(), error = ? WHERE state = ?`,
 		JobFailed, "interrupted: the server stopped while the job was running; start it again", JobRunning)
@@ -103,7 +113,7 @@ func (j *Jobs) Start(kind, target string, params json.RawMessage, createdBy stri
 		return 0, err
 	}
 	if _, err := j.db.Exec(`INSERT INTO `+CatalogSchema+`.ldp_jobs (id, kind, target, state, params, created_by, started) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		id, kind, target, JobRunning, string(params), createdBy, time.Now().UTC()); err != nil {
+		id, kind, target, JobRunning, nullString(string(params)), createdBy, time.Now().UTC()); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -215,4 +225,93 @@ func (j *Jobs) close() {
 	}
 	j.mu.Unlock()
 	j.wg.Wait()
+}
+
+// SessionUser names the session's account as jobs, models and releases record it: user@host, with the
+// account's host (sessionBuilder puts it in every session), or "embedded" for an in-process session
+// without a user.
+func SessionUser(ctx *sql.Context) string {
+	if c := ctx.Session.Client(); c.User != "" {
+		return c.User + "@" + c.Address
+	}
+	return "embedded"
+}
+
+// IsDBA reports whether the session's user is a DBA of e: root or a holder of the global SUPER
+// privilege (everyone while user accounts are disabled).
+func (e *Engine) IsDBA(ctx *sql.Context) bool {
+	return HasGlobalPrivilege(ctx, e.GMS.Analyzer.Catalog.MySQLDb, sql.PrivilegeType_Super)
+}
+
+// jobsForEveryone lets every user read ldpsql_catalog.ldp_jobs without a grant, where jobsTable shows
+// them their own jobs; the rest of the catalog keeps its grants (the ledger stays a DBA's). GMS decides
+// access from the session's privilege set, its cached copy of the user's grants (recomputed when any
+// grant changes); this adds SELECT on ldp_jobs to that copy, never to the grants themselves (SHOW GRANTS
+// does not list it, REVOKE has nothing to take). The parser calls it for every statement, before GMS
+// checks any privilege; ctx is the parser's context (a *sql.Context in a session).
+func (p *Provider) jobsForEveryone(ctx any) {
+	sctx, ok := ctx.(*sql.Context)
+	if !ok || sctx == nil || sctx.Session == nil || p.grants == nil || sctx.Session.Client().User == "" {
+		return
+	}
+	mdb := p.grants()
+	if mdb == nil || !mdb.Enabled() {
+		return
+	}
+	// The copy cached in the session (a user who does not exist gets an empty set, not cached).
+	mdb.UserActivePrivilegeSet(sctx).AddTable(CatalogSchema, JobsTable, sql.PrivilegeType_Select)
+}
+
+// jobsTable is the catalog table ldp_jobs as a session sees it: a DBA (IsDBA) every job, any other user
+// the jobs they started (created_by is theirs). The filter is in the scan, so every plan that reads the
+// table — a UNION's branch, a subquery, a CTE — goes through it, and the table offers GMS no other way
+// in: no projections, index lookups or row-count statistics, and no underlying table to unwrap.
+type jobsTable struct {
+	t *Table
+	p *Provider // its isDBA and grants; nil before installServerBoundary: nobody is a DBA
+}
+
+var _ sql.Table = jobsTable{}
+var _ sql.PrimaryKeyTable = jobsTable{}
+var _ sql.CommentedTable = jobsTable{}
+
+func (j jobsTable) Name() string                       { return j.t.Name() }
+func (j jobsTable) String() string                     { return j.t.String() }
+func (j jobsTable) Schema(ctx *sql.Context) sql.Schema { return j.t.Schema(ctx) }
+func (j jobsTable) PrimaryKeySchema(ctx *sql.Context) sql.PrimaryKeySchema {
+	return j.t.PrimaryKeySchema(ctx)
+}
+func (j jobsTable) Collation() sql.CollationID { return j.t.Collation() }
+func (j jobsTable) Comment() string            { return j.t.Comment() }
+func (j jobsTable) Partitions(ctx *sql.Context) (sql.PartitionIter, error) {
+	return j.t.Partitions(ctx)
+}
+
+// PartitionRows implements sql.Table: a DBA's scan is the table's; anyone else's keeps their own rows.
+func (j jobsTable) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter, error) {
+	col := j.t.Schema(ctx).IndexOfColName("created_by")
+	if col < 0 {
+		return nil, fmt.Errorf("%s.%s has no created_by column", CatalogSchema, JobsTable)
+	}
+	iter, err := j.t.PartitionRows(ctx, part)
+	if err != nil || (j.p.isDBA != nil && j.p.isDBA(ctx)) {
+		return iter, err
+	}
+	return &ownJobsIter{RowIter: iter, user: SessionUser(ctx), col: col}, nil
+}
+
+// ownJobsIter keeps the rows whose created_by is user.
+type ownJobsIter struct {
+	sql.RowIter
+	user string
+	col  int
+}
+
+func (it *ownJobsIter) Next(ctx *sql.Context) (sql.Row, error) {
+	for {
+		r, err := it.RowIter.Next(ctx)
+		if err != nil || r[it.col] == it.user {
+			return r, err
+		}
+	}
 }

@@ -160,10 +160,11 @@ func withoutMariaDBComments(q string) string {
 }
 
 // parsed is what every parse of a session's statement is followed by: COMMIT and BEGIN clear the
-// session's writes (transactions.go), a rename is kept within the current database (rename.go), and
-// the statement's size is checked.
+// session's writes (transactions.go), every user may read their own ldp_jobs rows (jobs.go), a rename
+// is kept within the current database (rename.go), and the statement's size is checked.
 func (p boundedParser) parsed(ctx any, stmt ast.Statement) error {
 	p.p.forgetWrites(ctx, stmt)
+	p.p.jobsForEveryone(ctx)
 	if err := checkRename(ctx, stmt); err != nil {
 		return err
 	}

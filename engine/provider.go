@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/mysql_db"
 )
 
 // reservedSchemas are DuckDB schemas that never appear as MySQL databases.
@@ -35,6 +36,11 @@ type Provider struct {
 	procedures sql.ExternalStoredProcedureRegistry
 
 	ledger *Ledger
+
+	// Set by installServerBoundary: whether a session's user is a DBA (jobsTable), and the grant tables
+	// (jobsForEveryone). nil before: nobody is a DBA, and ldp_jobs needs a grant.
+	isDBA  func(*sql.Context) bool
+	grants func() *mysql_db.MySQLDb
 
 	wrote sync.Map // session id → true: it wrote since its last COMMIT, BEGIN or ROLLBACK (transactions.go)
 }

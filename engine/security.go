@@ -43,6 +43,8 @@ import (
 //     server for everyone.
 //   - SHOW GRANTS for one's own account works for every user (GMS asks for SELECT on mysql); for
 //     another account it still needs SELECT on mysql.
+//   - ldpsql_catalog.ldp_jobs shows a user who is not a DBA only the jobs they started, and every user
+//     may read it without a grant (jobs.go); the rest of the catalog keeps its grants.
 //
 // LOAD DATA LOCAL INFILE reads the client's file, not the server's; GMS refuses it unless the global
 // local_infile is 1, which only a DBA can now set.
@@ -539,6 +541,8 @@ func (l *loadFile) Eval(ctx *sql.Context, row sql.Row) (any, error) {
 func (e *Engine) installServerBoundary() {
 	cat := e.GMS.Analyzer.Catalog
 	cat.AuthHandler = authHandler{cat.AuthHandler}
+	e.Provider.isDBA = e.IsDBA
+	e.Provider.grants = func() *mysql_db.MySQLDb { return cat.MySQLDb }
 	e.Provider.RegisterFunction(sql.Function1{Name: "load_file", Fn: func(_ *sql.Context, name sql.Expression) sql.Expression {
 		return &loadFile{name: name, files: e.files, mdb: func() *mysql_db.MySQLDb { return cat.MySQLDb }}
 	}})

@@ -70,12 +70,22 @@ func (e *Engine) Serve(cfg ServerConfig) (*Server, error) {
 	return &Server{gms: s, addr: ln.Addr()}, nil
 }
 
-// sessionBuilder gives each connection a session that knows its authenticated user, so GMS's grant
-// system applies, and that starts in DefaultDatabase.
+// sessionBuilder gives each connection a session that knows its authenticated account, so GMS's grant
+// system applies, and that starts in DefaultDatabase. The session's host is the account's (its grant
+// pattern, e.g. analyst@%): GMS gives the account's host to a connection that authenticated with a
+// password but the client's address to one that needed none, and ldpsql records who started a job,
+// registered a model or made a release by account, the same from every connection of one account.
 func (e *Engine) sessionBuilder(_ context.Context, conn *mysql.Conn, addr string) (sql.Session, error) {
 	client := sql.Client{Capabilities: conn.Capabilities}
 	if u, ok := conn.UserData.(sql.MysqlConnectionUser); ok {
 		client.User, client.Address = u.User, u.Host
+		if mdb := e.GMS.Analyzer.Catalog.MySQLDb; mdb != nil && mdb.Enabled() {
+			rd := mdb.Reader()
+			if account := mdb.GetUser(rd, u.User, u.Host, false); account != nil {
+				client.Address = account.Host
+			}
+			rd.Close()
+		}
 	}
 	s := sql.NewBaseSessionWithClientServer(addr, client, conn.ConnectionID)
 	s.SetCurrentDatabase(DefaultDatabase)

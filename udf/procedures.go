@@ -45,12 +45,7 @@ func checkName(what, name string) error {
 	return nil
 }
 
-func user(ctx *sql.Context) string {
-	if c := ctx.Session.Client(); c.User != "" {
-		return c.User + "@" + c.Address
-	}
-	return "embedded"
-}
+func user(ctx *sql.Context) string { return engine.SessionUser(ctx) }
 
 func (p *procedures) details() []sql.ExternalStoredProcedureDetails {
 	describe := sql.Schema{

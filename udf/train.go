@@ -27,7 +27,7 @@ import (
 func (p *procedures) trainingDetails() []sql.ExternalStoredProcedureDetails {
 	return []sql.ExternalStoredProcedureDetails{
 		{Name: "ldp_train_mechanism", Schema: sql.Schema{{Name: "job_id", Type: types.Int64}}, AdminOnly: true, Function: p.train},
-		{Name: "ldp_cancel_job", Schema: sql.Schema{{Name: "cancelled", Type: types.Int64}}, AdminOnly: true, Function: p.cancelJob},
+		{Name: "ldp_cancel_job", Schema: sql.Schema{{Name: "cancelled", Type: types.Int64}}, Function: p.cancelJob},
 	}
 }
 
@@ -150,8 +150,13 @@ func (p *procedures) registerModel(ctx context.Context, name, kind string, plugi
 	return desc, nil
 }
 
-// cancelJob is CALL ldp_cancel_job(id).
-func (p *procedures) cancelJob(_ *sql.Context, id int64) (sql.RowIter, error) {
+// cancelJob is CALL ldp_cancel_job(id): a job's owner or a DBA stops it. Another user's job is
+// refused as if it did not exist, so the call tells nobody about other users' jobs.
+func (p *procedures) cancelJob(ctx *sql.Context, id int64) (sql.RowIter, error) {
+	job, err := p.e.Jobs.Get(ctx, id)
+	if err != nil || (!p.e.IsDBA(ctx) && job.CreatedBy != user(ctx)) {
+		return nil, fmt.Errorf("ldp_cancel_job: you have no job %d (SELECT id, state FROM ldpsql_catalog.ldp_jobs lists yours)", id)
+	}
 	if err := p.e.Jobs.Cancel(id); err != nil {
 		return nil, fmt.Errorf("ldp_cancel_job: %w", err)
 	}
