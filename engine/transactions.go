@@ -2,6 +2,9 @@ package engine
 
 import (
 	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/analyzer"
@@ -16,8 +19,11 @@ import (
 // session has written nothing since its last COMMIT, BEGIN, ROLLBACK or its start: there is then truly
 // nothing to undo, as for the ROLLBACK that SQLAlchemy, pandas and connection pools send after reads or
 // after a commit. After a write it fails, so that no client believes a write was undone. Anything not
-// read-only counts as a write, also a statement that then fails (the rule runs before it does).
-// Embedded sessions, which all have id 0, are always taken to have written.
+// read-only counts as a write, also a statement that then fails (the rule runs before it does), and
+// every CALL of ldpsql's procedures (none is marked read-only). The refusal quotes the first such
+// statement. SET autocommit = 0 changes nothing here (it is read-only, and every statement still
+// commits), and ROLLBACK TO SAVEPOINT follows the same rule.
+// Embedded sessions, which all have id 0 and no end that ldpsql sees, never roll back.
 //
 // GMS analyses COMMIT and BEGIN with no rules at all, and simple INSERT … VALUES, UPDATE and DELETE with
 // only AlwaysBeforeDefault, so the writes are marked by a rule there and COMMIT and BEGIN are seen by the
@@ -33,8 +39,41 @@ func init() {
 	analyzer.AlwaysBeforeDefault = append(analyzer.AlwaysBeforeDefault, analyzer.Rule{Id: ruleTransactions, Apply: transactions})
 }
 
-// errNoRollback explains why ROLLBACK fails rather than silently keeping the changes.
-var errNoRollback = errors.New("ROLLBACK is not supported after a write: ldpsql commits every statement on its own when it completes, and this session has written since its last COMMIT, BEGIN or ROLLBACK, so there would be something to undo (multi-statement transactions are not implemented yet)")
+// errNoRollback explains why ROLLBACK fails rather than silently keeping the changes, naming the first
+// statement that wrote since the session's last COMMIT, BEGIN or ROLLBACK.
+func errNoRollback(first string) error {
+	return fmt.Errorf("ROLLBACK is not supported after a write: ldpsql commits every statement on its own when it completes, and this session has written since its last COMMIT, BEGIN or ROLLBACK (first: %s), so there would be something to undo (multi-statement transactions are not implemented yet)", first)
+}
+
+// errNoEmbeddedRollback is errNoRollback for in-process sessions, which cannot tell whether they wrote.
+var errNoEmbeddedRollback = errors.New("ROLLBACK is not supported in an in-process session: ldpsql commits every statement on its own when it completes, and in-process sessions (all of id 0) cannot tell whether they wrote since their last COMMIT, BEGIN or ROLLBACK (multi-statement transactions are not implemented yet)")
+
+// maxWriteQuoted is how much of the first writing statement errNoRollback quotes.
+const maxWriteQuoted = 120
+
+// describeWrite is the statement ctx runs, on one line and cut to maxWriteQuoted bytes, for
+// errNoRollback (the session's own text, returned only to that session).
+func describeWrite(ctx *sql.Context) string {
+	q := ctx.Query() // in a multi-statement batch, this statement and those after it
+	if len(q) > 8*maxWriteQuoted {
+		q = strings.ToValidUTF8(q[:8*maxWriteQuoted], "") // enough to quote; a many-row INSERT is not tokenised whole
+	}
+	if first, _, err := ast.SplitStatement(q); err == nil {
+		q = first
+	}
+	q = strings.Join(strings.Fields(q), " ")
+	if q == "" {
+		return "a statement that is not read-only"
+	}
+	if len(q) > maxWriteQuoted {
+		cut := maxWriteQuoted
+		for cut > 0 && !utf8.RuneStart(q[cut]) {
+			cut--
+		}
+		q = q[:cut] + "…"
+	}
+	return q
+}
 
 func transactions(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
 	p, ok := a.Catalog.DbProvider.(*Provider)
@@ -44,8 +83,12 @@ func transactions(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, _ *plan.Sc
 	id := ctx.Session.ID()
 	switch x := n.(type) {
 	case *plan.Rollback, *plan.RollbackSavepoint:
-		if _, wrote := p.wrote.Load(id); wrote || id == 0 {
-			return nil, transform.SameTree, errNoRollback
+		if id == 0 {
+			return nil, transform.SameTree, errNoEmbeddedRollback
+		}
+		if first, wrote := p.wrote.Load(id); wrote {
+			s, _ := first.(string)
+			return nil, transform.SameTree, errNoRollback(s)
 		}
 		return plan.NothingImpl, transform.NewTree, nil
 	case *plan.AlterIndex:
@@ -54,7 +97,9 @@ func transactions(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, _ *plan.Sc
 		}
 	}
 	if !n.IsReadOnly() {
-		p.wrote.Store(id, true)
+		if _, wrote := p.wrote.Load(id); !wrote {
+			p.wrote.Store(id, describeWrite(ctx)) // the first write's text, for errNoRollback
+		}
 	}
 	return n, transform.SameTree, nil
 }

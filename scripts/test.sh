@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
-# Runs every ldpsql test. It first installs what the tests need and the repository cannot carry:
-# the mysql command-line client (Debian package mariadb-client), which the integration tests drive, and
-# OpenBLAS (libopenblas-dev), with which scripts/build.sh builds the VLM: the training packages are vetted
-# and the VLM's tested with -tags openblas too, so the code behind the published results runs in CI.
+# Runs every ldpsql test. It first installs what the tests need and the repository cannot carry, from
+# Debian packages: the mysql command-line client and mysqldump (mariadb-client) and the Python clients
+# analysts use (python3-pymysql, python3-sqlalchemy, python3-pandas), which the integration tests drive,
+# and OpenBLAS (libopenblas-dev), with which scripts/build.sh builds the VLM: the training packages are
+# vetted and the VLM's tested with -tags openblas too, so the code behind the published results runs in CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v mysql >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "scripts/test.sh: installing mariadb-client (the mysql client the integration tests use)" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-client >/dev/null
-  else
-    echo "scripts/test.sh: the mysql client is missing; install it (apt-get install mariadb-client)" >&2
-    echo "or the mysql-client test is skipped (outside CI)" >&2
-  fi
-fi
-
+python_clients() { # whether a python3 the integration tests look for imports the Python clients
+  local py
+  for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import pymysql, sqlalchemy, pandas' >/dev/null 2>&1; then
+      return 0
+    fi
+  done
+  return 1
+}
 have_openblas() { ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so '; }
-if ! have_openblas && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "scripts/test.sh: installing libopenblas-dev (the BLAS of the published VLM results)" >&2
-  apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libopenblas-dev >/dev/null
+
+missing=()
+command -v mysql >/dev/null 2>&1 && command -v mysqldump >/dev/null 2>&1 || missing+=(mariadb-client)
+python_clients || missing+=(python3-pymysql python3-sqlalchemy python3-pandas)
+have_openblas || missing+=(libopenblas-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing ${missing[*]} (clients the integration tests use; the VLM's BLAS)" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "scripts/test.sh: missing ${missing[*]}; install them (apt-get install ${missing[*]})" >&2
+    echo "or the tests that use them are skipped (outside CI)" >&2
+  fi
 fi
 
 go vet ./...

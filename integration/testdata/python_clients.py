@@ -1,0 +1,137 @@
+"""What Python analysts do with ldpsql, run by TestPythonClients (clients_test.go) against a running
+`ldpsql serve`: pymysql with its rollback(), SQLAlchemy reflection, connections, engine.begin() and the
+ORM, pandas' read_sql and to_sql through an SQLAlchemy engine.
+
+Usage: python3 python_clients.py HOST PORT. Prints one line per check and exits 1 at the first that fails.
+"""
+import sys
+import warnings
+
+import pandas as pd
+import pymysql
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, declarative_base
+
+warnings.simplefilter("ignore")  # pandas and SQLAlchemy deprecation notices are not results
+
+HOST, PORT = sys.argv[1], int(sys.argv[2])
+REFUSED = "has written since its last COMMIT"
+
+
+def check(what, ok, detail=""):
+    detail = str(detail)
+    if ok and len(detail) > 160:
+        detail = detail[:160] + "…"
+    print(("ok   " if ok else "FAIL ") + what + (": " + detail if detail else ""), flush=True)
+    if not ok:
+        sys.exit(1)
+
+
+def refused(what, f):
+    """Runs f, which must fail with ldpsql's refusal of a ROLLBACK that would have to undo a write."""
+    try:
+        f()
+    except Exception as e:  # pymysql's OperationalError, or SQLAlchemy's wrapping it
+        check(what, REFUSED in str(e), e)
+        return str(e)
+    check(what, False, "succeeded; want ldpsql's refusal")
+
+
+# pymysql: autocommit off (its default: it sends SET AUTOCOMMIT = 0), as SQLAlchemy uses it.
+conn = pymysql.connect(host=HOST, port=PORT, user="root", database="ldpsql")
+cur = conn.cursor()
+cur.execute("CREATE TABLE py_t (id INT PRIMARY KEY, x DOUBLE, y INT, name VARCHAR(20))")
+rows = [(i, i / 4, i % 2, None if i % 5 == 0 else "n%d" % i) for i in range(200)]
+n = cur.executemany("INSERT INTO py_t (id, x, y, name) VALUES (%s, %s, %s, %s)", rows)
+check("executemany inserts 200 rows", n == 200, n)
+conn.commit()
+conn.rollback()
+check("rollback() right after commit() succeeds", True)
+cur.execute("SELECT COUNT(*), SUM(x) FROM py_t")
+count, total = cur.fetchone()
+check("the rows read back", count == 200 and abs(total - sum(r[1] for r in rows)) < 1e-9, (count, total))
+conn.rollback()
+check("rollback() after only reads succeeds", True)
+cur.execute("INSERT INTO py_t VALUES (1000, 0.5, 1, 'late')")
+msg = refused("rollback() after a write fails", conn.rollback)
+check("the refusal quotes the write", "INSERT INTO py_t VALUES (1000" in msg, msg)
+refused("a second rollback() still fails", conn.rollback)
+cur.execute("SELECT COUNT(*) FROM py_t WHERE id = 1000")
+check("the write is still there", cur.fetchone()[0] == 1)
+conn.commit()
+conn.rollback()
+check("rollback() after commit() succeeds again", True)
+try:
+    cur.execute("CALL ldp_cancel_job(987654)")  # fails (no such job), but a CALL counts as a write
+except pymysql.err.OperationalError:
+    pass
+refused("rollback() after a CALL fails", conn.rollback)
+conn.commit()
+conn.close()
+
+# SQLAlchemy: reflection, pooled connections (each returned with a ROLLBACK), engine.begin().
+engine = sa.create_engine("mysql+pymysql://root@%s:%d/ldpsql" % (HOST, PORT))
+insp = sa.inspect(engine)
+check("inspect(engine).get_table_names() lists py_t", "py_t" in insp.get_table_names(), insp.get_table_names())
+cols = [c["name"] for c in insp.get_columns("py_t")]
+check("get_columns", cols == ["id", "x", "y", "name"], cols)
+pk = insp.get_pk_constraint("py_t")["constrained_columns"]
+check("get_pk_constraint", pk == ["id"], pk)
+for _ in range(3):  # the same pooled connection, returned with a ROLLBACK each time
+    with engine.connect() as c:
+        v = c.execute(sa.text("SELECT COUNT(*) FROM py_t")).scalar()
+check("engine.connect() reads, three times through the pool", v == 201, v)
+with engine.begin() as c:
+    v = c.execute(sa.text("SELECT MAX(id) FROM py_t")).scalar()
+check("engine.begin() that only reads", v == 1000, v)
+with engine.begin() as c:
+    c.execute(sa.text("INSERT INTO py_t VALUES (1001, 1.5, 0, 'begin')"))
+with engine.connect() as c:
+    v = c.execute(sa.text("SELECT name FROM py_t WHERE id = 1001")).scalar()
+check("engine.begin() that writes commits", v == "begin", v)
+
+
+def write_then_fail():
+    with engine.begin() as c:
+        c.execute(sa.text("INSERT INTO py_t VALUES (1002, 2.5, 1, 'undo?')"))
+        raise ValueError("the application fails inside the transaction")
+
+
+refused("engine.begin() whose block fails after a write cannot roll back", write_then_fail)
+with engine.connect() as c:
+    v = c.execute(sa.text("SELECT COUNT(*) FROM py_t WHERE id = 1002")).scalar()
+check("and the write stays", v == 1)
+
+# The ORM: a declarative model, create_all, a Session that adds (AUTO_INCREMENT ids) and commits.
+Base = declarative_base()
+
+
+class Person(Base):
+    __tablename__ = "py_people"
+    id = sa.Column(sa.Integer, primary_key=True, autoincrement=True)
+    name = sa.Column(sa.String(50), nullable=False)
+    score = sa.Column(sa.Float)
+
+
+Base.metadata.create_all(engine)
+with Session(engine) as session:
+    session.add_all([Person(name="ann", score=1.5), Person(name="bo")])
+    session.commit()
+    people = [(p.id, p.name, p.score) for p in session.query(Person).order_by(Person.id)]
+check("ORM: create_all, add, commit, query", people == [(1, "ann", 1.5), (2, "bo", None)], people)
+with Session(engine) as session:  # a session that only reads ends with a ROLLBACK
+    n = session.query(Person).filter(Person.score.is_(None)).count()
+check("ORM: a read-only Session closes", n == 1, n)
+
+# pandas through the engine.
+df = pd.read_sql("SELECT id, FLIP_LABEL(y, 1, 2) AS r FROM py_t", engine)
+check("pandas.read_sql rows", len(df) == 203, len(df))
+check("pandas.read_sql labels in {0, 1}", set(df["r"].unique()) <= {0, 1}, sorted(df["r"].unique()))
+frame = pd.DataFrame({"a": [1, 2, 3], "b": ["x", None, "z"], "c": [1.5, None, -2.0]})
+frame.to_sql("py_frame", engine, index=False)
+frame.to_sql("py_frame", engine, index=False, if_exists="append")
+back = pd.read_sql("SELECT a, b, c FROM py_frame ORDER BY a, c", engine)
+check("DataFrame.to_sql(index=False), appended, reads back", len(back) == 6 and back["b"].isna().sum() == 2
+      and back["c"].isna().sum() == 2 and abs(back["c"].sum() - 2 * (1.5 - 2.0)) < 1e-9, back.to_dict("list"))
+engine.dispose()
+print("all Python client checks passed")
