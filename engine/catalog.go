@@ -45,6 +45,16 @@ CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.ldp_models (
 	created_by VARCHAR NOT NULL,
 	created_at TIMESTAMP NOT NULL);
 COMMENT ON COLUMN ` + CatalogSchema + `.ldp_models.params IS 'ldpsql:{"type":"json"}';
+ALTER TABLE ` + CatalogSchema + `.ldp_models ADD COLUMN IF NOT EXISTS training_column VARCHAR;
+CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.ldp_default_mechanisms (
+	db VARCHAR NOT NULL,
+	table_name VARCHAR NOT NULL,
+	column_name VARCHAR NOT NULL,
+	mechanism VARCHAR NOT NULL,
+	randomiser VARCHAR NOT NULL,
+	set_by VARCHAR NOT NULL,
+	set_at TIMESTAMP NOT NULL,
+	PRIMARY KEY (db, table_name, column_name));
 `
 
 // Mechanism is a registered encoder: a plugin binary pinned by its SHA-256, the description it gave at
@@ -62,15 +72,18 @@ type Mechanism struct {
 
 // Model is a fitted encoder model: the artifact a plugin's Fit returned and how it was made.
 type Model struct {
-	Name          string
-	Plugin        string
-	Params        json.RawMessage
-	TrainingTable string
-	TrainingRows  int64
-	Checksum      string // SHA-256 of Artifact, hex
-	Artifact      []byte
-	CreatedBy     string
-	CreatedAt     time.Time
+	Name   string
+	Plugin string
+	Params json.RawMessage
+	// TrainingTable and TrainingColumn are the table (db.table since ldpsql recorded the database; a
+	// bare name before) and the features column the model was fitted or trained on ("": not recorded).
+	TrainingTable  string
+	TrainingColumn string
+	TrainingRows   int64
+	Checksum       string // SHA-256 of Artifact, hex
+	Artifact       []byte
+	CreatedBy      string
+	CreatedAt      time.Time
 }
 
 // ErrMechanismExists and ErrNoMechanism name catalog lookups that failed.
@@ -161,8 +174,11 @@ func (c *Catalog) RepinPlugin(ctx context.Context, path, sha256 string) error {
 
 // PutModel stores m, replacing a model of the same name.
 func (c *Catalog) PutModel(ctx context.Context, m Model) error {
-	_, err := c.db.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_models VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.Name, m.Plugin, string(m.Params), m.TrainingTable, m.TrainingRows, m.Checksum, m.Artifact, m.CreatedBy, m.CreatedAt.UTC())
+	_, err := c.db.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_models
+		(name, plugin, params, training_table, training_rows, checksum, artifact, created_by, created_at, training_column)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Name, m.Plugin, string(m.Params), m.TrainingTable, m.TrainingRows, m.Checksum, m.Artifact, m.CreatedBy, m.CreatedAt.UTC(),
+		nullString(m.TrainingColumn))
 	return err
 }
 
@@ -183,9 +199,9 @@ func (c *Catalog) SetModelParams(ctx context.Context, name string, params json.R
 func (c *Catalog) Model(ctx context.Context, name string) (Model, error) {
 	var m Model
 	var params string
-	err := c.db.QueryRowContext(ctx, `SELECT name, plugin, params, training_table, training_rows, checksum, artifact, created_by, created_at
-		FROM `+CatalogSchema+`.ldp_models WHERE name = ?`, name).Scan(&m.Name, &m.Plugin, &params, &m.TrainingTable,
-		&m.TrainingRows, &m.Checksum, &m.Artifact, &m.CreatedBy, &m.CreatedAt)
+	err := c.db.QueryRowContext(ctx, `SELECT name, plugin, params, training_table, coalesce(training_column, ''), training_rows, checksum,
+		artifact, created_by, created_at FROM `+CatalogSchema+`.ldp_models WHERE name = ?`, name).Scan(&m.Name, &m.Plugin, &params,
+		&m.TrainingTable, &m.TrainingColumn, &m.TrainingRows, &m.Checksum, &m.Artifact, &m.CreatedBy, &m.CreatedAt)
 	if errors.Is(err, gosql.ErrNoRows) {
 		return m, fmt.Errorf("no such model: %q", name)
 	}

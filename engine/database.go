@@ -204,9 +204,10 @@ func (d *Database) RenameTable(ctx *sql.Context, oldName, newName string) error 
 		return sql.ErrTableAlreadyExists.New(newName)
 	}
 	stmt := fmt.Sprintf("ALTER TABLE %s.%s RENAME TO %s", quoteIdent(d.name), quoteIdent(def.name), quoteIdent(newName))
-	// A protected table's budget and record follow it, in the same transaction.
+	// A protected table's budget and record, and the table's default mechanisms, follow it, in the same
+	// transaction.
 	from, to := TableRef{Database: d.name, Table: def.name}, TableRef{Database: d.name, Table: newName}
-	stmts := append([]string{stmt}, d.p.ledger.renameStatements(from, to)...)
+	stmts := append([]string{stmt, defaultsRenameStatement(from, to)}, d.p.ledger.renameStatements(from, to)...)
 	if err := d.p.execTx(ctx, stmts...); err != nil {
 		return fmt.Errorf("renaming table %q: %w", oldName, err)
 	}
