@@ -124,7 +124,8 @@ func newClassifiers(p *procedures) *classifiers {
 }
 
 // TrainNoisyClassifier is TRAIN_NOISY_CLASSIFIER('table', '{params}'): it checks the request, starts the
-// training job and returns its id.
+// training job and returns its id. TRAIN_NOISY_CLASSIFIER('table') chooses the params from the table's
+// ldp_privatize metadata (shortTrainParams).
 type TrainNoisyClassifier struct {
 	scalar
 	c *classifiers
@@ -133,8 +134,10 @@ type TrainNoisyClassifier struct {
 var _ sql.FunctionExpression = (*TrainNoisyClassifier)(nil)
 
 func (c *classifiers) newTrain(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
-	f := &TrainNoisyClassifier{scalar: scalar{name: "train_noisy_classifier", args: args}, c: c}
-	return f, f.checkArity(2)
+	if len(args) != 1 && len(args) != 2 {
+		return nil, sql.ErrInvalidArgumentNumber.New("TRAIN_NOISY_CLASSIFIER", "1 or 2", len(args))
+	}
+	return &TrainNoisyClassifier{scalar: scalar{name: "train_noisy_classifier", args: args}, c: c}, nil
 }
 
 // Description implements sql.FunctionExpression.
@@ -157,8 +160,16 @@ func (f *TrainNoisyClassifier) Eval(ctx *sql.Context, row sql.Row) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	if vals[0] == nil || vals[1] == nil {
+	if hasNull(vals) {
 		return nil, fmt.Errorf("%s: the table and the params must not be NULL", fn)
+	}
+	if len(vals) == 1 { // the short form: params from the table's metadata (short_forms.go)
+		table := fmt.Sprint(vals[0])
+		params, err := f.c.shortTrainParams(ctx, table)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", fn, err)
+		}
+		return f.c.start(ctx, table, params)
 	}
 	table, params := fmt.Sprint(vals[0]), fmt.Sprint(vals[1])
 	if js, ok := vals[1].(sql.JSONWrapper); ok {

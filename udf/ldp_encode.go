@@ -13,11 +13,17 @@ import (
 )
 
 // LDPEncode is LDP_ENCODE(features, eps, 'mechanism' [, 'randomiser' [, unit_key]]) and, with asJSON,
-// LDP_ENCODE_JSON. (unit_key matters only for a protected table's data, see ledger.go.) The registered mechanism's encoder plugin maps the features (a packed float32 BLOB or
-// a JSON array) to its latent; the host clips the latent into the output set recorded at registration
-// and the randomiser (default 'laplace') adds noise calibrated to that set, so the release is eps-LDP
-// whatever the plugin does. In a SELECT list, rows are encoded in batches (one plugin call per 4,096
-// rows, see BatchRule). NULL features give NULL.
+// LDP_ENCODE_JSON. (unit_key matters only for a protected table's data, see ledger.go.) The registered
+// mechanism's encoder plugin maps the features (a packed float32 BLOB or a JSON array) to its latent;
+// the host clips the latent into the output set recorded at registration and the randomiser (default
+// 'laplace') adds noise calibrated to that set, so the release is eps-LDP whatever the plugin does. In
+// a SELECT list, rows are encoded in batches (one plugin call per 4,096 rows, see BatchRule). NULL
+// features give NULL.
+//
+// The short form LDP_ENCODE(column, eps) releases a column that a DBA gave a default mechanism
+// (CALL ldp_set_default_mechanism): the analyzer rewrites it into LDP_ENCODE(column, eps, 'mechanism',
+// 'randomiser') before anything else sees it (short_forms.go), so it is that call in every respect. A
+// short form that was not rewritten is never evaluated.
 type LDPEncode struct {
 	scalar
 	mechs  *Mechanisms
@@ -34,8 +40,8 @@ func newLDPEncode(mechs *Mechanisms, asJSON bool) sql.CreateFuncNArgs {
 		name = "ldp_encode_json"
 	}
 	return func(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
-		if len(args) < 3 || len(args) > 5 {
-			return nil, sql.ErrInvalidArgumentNumber.New(strings.ToUpper(name), "3, 4 or 5", len(args))
+		if len(args) < 2 || len(args) > 5 {
+			return nil, sql.ErrInvalidArgumentNumber.New(strings.ToUpper(name), "2, 3, 4 or 5", len(args))
 		}
 		return &LDPEncode{scalar: scalar{name: name, args: args}, mechs: mechs, asJSON: asJSON}, nil
 	}
@@ -70,10 +76,16 @@ type encodeGroup struct {
 	eps                   float64
 }
 
+// short reports whether this is the two-argument short form, which shortFormsRule rewrites.
+func (f *LDPEncode) short() bool { return len(f.args) == 2 }
+
 // EvalBatch implements BatchExpression: rows with the same mechanism, eps and randomiser go to the plugin
 // in one call.
 func (f *LDPEncode) EvalBatch(ctx *sql.Context, args [][]any) ([]any, error) {
 	fn := strings.ToUpper(f.name)
+	if f.short() {
+		return nil, errShortNotExpanded(fn)
+	}
 	out := make([]any, len(args))
 	groups := map[encodeGroup][]int{}
 	var order []encodeGroup

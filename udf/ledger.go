@@ -64,12 +64,17 @@ import (
 
 // Rule ids, far from GMS's own.
 const (
+	shortFormsRuleID analyzer.RuleId = 100_009
 	ledgerBindRuleID analyzer.RuleId = 100_010
 	ledgerGateRuleID analyzer.RuleId = 100_011
 )
 
 func init() {
-	analyzer.AlwaysBeforeDefault = append(analyzer.AlwaysBeforeDefault, analyzer.Rule{Id: ledgerBindRuleID, Apply: ledgerBindRule})
+	// The short forms are expanded first, so that the ledger binds (and charges) the long forms they
+	// stand for, exactly as if they had been written (short_forms.go).
+	analyzer.AlwaysBeforeDefault = append(analyzer.AlwaysBeforeDefault,
+		analyzer.Rule{Id: shortFormsRuleID, Apply: shortFormsRule},
+		analyzer.Rule{Id: ledgerBindRuleID, Apply: ledgerBindRule})
 	analyzer.OnceAfterAll = append(analyzer.OnceAfterAll, analyzer.Rule{Id: ledgerGateRuleID, Apply: ledgerGateRule})
 }
 
@@ -188,18 +193,14 @@ func findTables(ctx *sql.Context, l *engine.Ledger, n sql.Node) (*planTables, er
 		if _, seen := pt.byTable[rt.Id()]; seen {
 			return nil
 		}
-		schema := rt.Schema(ctx)
-		ids := rt.Columns()
-		if ids.Len() != len(schema) {
-			return fmt.Errorf("ldp ledger: cannot map the columns of protected table %s (%d ids, %d columns)", ref, ids.Len(), len(schema))
+		cols, err := columnsByID(ctx, rt)
+		if err != nil {
+			return fmt.Errorf("ldp ledger: protected table %s: %w", ref, err)
 		}
-		inst := &tableInstance{id: rt.Id(), budget: b, cols: map[sql.ColumnId]*sql.Column{}, unit: map[sql.ColumnId]bool{}}
-		i := 0
-		ids.ForEach(func(id sql.ColumnId) {
-			inst.cols[id] = schema[i]
+		inst := &tableInstance{id: rt.Id(), budget: b, cols: cols, unit: map[sql.ColumnId]bool{}}
+		for id := range cols {
 			pt.byCol[id] = inst
-			i++
-		})
+		}
 		for _, name := range b.UnitColumns {
 			found := false
 			for id, c := range inst.cols {
@@ -228,6 +229,22 @@ func findTables(ctx *sql.Context, l *engine.Ledger, n sql.Node) (*planTables, er
 		return nil
 	})
 	return pt, err
+}
+
+// columnsByID maps the column ids a table node gives its columns to the columns.
+func columnsByID(ctx *sql.Context, n plan.TableIdNode) (map[sql.ColumnId]*sql.Column, error) {
+	schema := n.Schema(ctx)
+	ids := n.Columns()
+	if ids.Len() != len(schema) {
+		return nil, fmt.Errorf("cannot map the columns of %s (%d ids, %d columns)", n.Name(), ids.Len(), len(schema))
+	}
+	cols := make(map[sql.ColumnId]*sql.Column, len(schema))
+	i := 0
+	ids.ForEach(func(id sql.ColumnId) {
+		cols[id] = schema[i]
+		i++
+	})
+	return cols, nil
 }
 
 // ledgerBindRule binds the release functions that read protected tables to the ledger, and enforces
@@ -466,6 +483,9 @@ func (b *binder) bindCall(node sql.Node, e sql.Expression) (sql.Expression, tran
 	inst, direct, err := b.readsInstance(fn, args[0])
 	if err != nil || inst == nil {
 		return e, transform.SameTree, err
+	}
+	if f, ok := e.(*LDPEncode); ok && f.short() {
+		return nil, transform.SameTree, errShortNotExpanded(fn) // shortFormsRule runs first; never release without it
 	}
 	own, unitArgs, rowArgs, noRow, err := b.bindUnit(fn, node, inst, direct, args)
 	if err != nil {

@@ -317,22 +317,10 @@ func (inst *tableInstance) columnName(gf *expression.GetField) string {
 // record, which follows the table through RENAME TABLE.)
 func (b *binder) columnOf(inst *tableInstance) func(gf *expression.GetField) string {
 	return func(gf *expression.GetField) string {
-		var e sql.Expression = gf
-		for depth := 0; depth < maxProvenanceDepth; depth++ {
-			x, ok := e.(*expression.GetField)
-			if !ok {
-				return "" // an expression in a derived table: not followed (fresh releases, no harm)
-			}
-			if b.pt.byCol[x.Id()] == inst {
-				return strings.ToLower(inst.cols[x.Id()].Name)
-			}
-			p := b.prov[x.Id()]
-			if p == nil || !p.rowwise || len(p.alts) != 1 {
-				return ""
-			}
-			e = p.alts[0]
+		if base := b.baseColumn(gf); base != 0 && b.pt.byCol[base] == inst {
+			return strings.ToLower(inst.cols[base].Name)
 		}
-		return ""
+		return "" // an expression in a derived table: not followed (fresh releases, no harm)
 	}
 }
 
@@ -385,16 +373,26 @@ func (b *binder) columnRefs(node sql.Node, inst *tableInstance, direct *expressi
 
 // baseColumn follows a column row-wise through derived tables to a protected table's column (0: none).
 func (b *binder) baseColumn(gf *expression.GetField) sql.ColumnId {
+	return rowwiseBase(b.prov, gf, func(id sql.ColumnId) bool { return b.pt.byCol[id] != nil })
+}
+
+// rowwiseBase follows the column gf row-wise — through derived tables, views, CTEs and SELECT-list
+// aliases, by their provenance (buildProvenance) — to the first column that isBase accepts (a column of a
+// table), and returns its id; 0 where the path is not one column of one row (an expression, an
+// aggregate, a window function, a UNION, an unknown source) or ends elsewhere. The ledger uses it to name
+// the protected column a release reads (memo keys, unit columns), and the short form LDP_ENCODE(col, eps)
+// to find the column whose default mechanism applies (short_forms.go).
+func rowwiseBase(prov map[sql.ColumnId]*provenance, gf *expression.GetField, isBase func(sql.ColumnId) bool) sql.ColumnId {
 	var e sql.Expression = gf
 	for depth := 0; depth < maxProvenanceDepth; depth++ {
 		x, ok := e.(*expression.GetField)
 		if !ok {
 			return 0
 		}
-		if b.pt.byCol[x.Id()] != nil {
+		if isBase(x.Id()) {
 			return x.Id()
 		}
-		p := b.prov[x.Id()]
+		p := prov[x.Id()]
 		if p == nil || !p.rowwise || len(p.alts) != 1 {
 			return 0
 		}

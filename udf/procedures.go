@@ -217,7 +217,7 @@ func (p *procedures) fit(ctx *sql.Context, name, plugin, auxTable, featuresCol, 
 	}
 	rows := reader.rows
 	p.log("ldp_fit_mechanism: fitted %s on %d rows of %s in %s", plugin, rows, auxTable, time.Since(start).Round(time.Millisecond))
-	desc, err := p.registerModel(ctx, name, base.Plugin, base, auxTable, rows, json.RawMessage(params), artifact, user(ctx))
+	desc, err := p.registerModel(ctx, name, base.Plugin, base, qualifiedTable(ctx, auxTable), featuresCol, rows, json.RawMessage(params), artifact, user(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
@@ -604,6 +604,12 @@ func (p *procedures) tableExists(ctx *sql.Context, db, name string) (bool, error
 		return false, err
 	}
 	return err == nil, err
+}
+
+// qualifiedTable is db.table for a table name that may leave out its database (the session's current).
+func qualifiedTable(ctx *sql.Context, t string) string {
+	db, name := splitTable(ctx, t)
+	return db + "." + name
 }
 
 // splitTable splits db.table, defaulting to the session's current database.

@@ -64,6 +64,7 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	caller := ctx.Session.Client()
 	db := ctx.GetCurrentDatabase()
 	createdBy := user(ctx)
+	trainingTable := qualifiedTable(ctx, auxTable)
 	id, err := p.e.Jobs.Start("train "+kind, name, json.RawMessage(params), createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
 		// The job outlives the CALL's session: it reads as the same user through a session of its own.
 		session := sql.NewBaseSessionWithClientServer("job", caller, 0)
@@ -82,7 +83,7 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 		if err != nil {
 			return err
 		}
-		if _, err = p.registerModel(jctx, name, kind, plugin, auxTable, int64(len(rows)), json.RawMessage(params), artifact, createdBy); err != nil {
+		if _, err = p.registerModel(jctx, name, kind, plugin, trainingTable, featuresCol, int64(len(rows)), json.RawMessage(params), artifact, createdBy); err != nil {
 			return err
 		}
 		// The mechanism is registered; its diagnostics (at eps_target) may add a warning to the job.
@@ -119,8 +120,9 @@ func (p *procedures) readVectors(ctx *sql.Context, fn, table, col string) ([][]f
 
 // registerModel stores a fitted or trained model and registers mechanism name with the plugin that runs
 // it. The output set recorded (and enforced by the host from then on) is the one the plugin declares
-// with the model loaded.
-func (p *procedures) registerModel(ctx context.Context, name, kind string, plugin engine.Mechanism, table string, rows int64,
+// with the model loaded. table (db.table) and column are the training rows, which
+// TRAIN_NOISY_CLASSIFIER('table') uses as the marginal objective's prior.
+func (p *procedures) registerModel(ctx context.Context, name, kind string, plugin engine.Mechanism, table, column string, rows int64,
 	params json.RawMessage, artifact []byte, createdBy string) (sdk.Description, error) {
 	var desc sdk.Description
 	loaded, err := p.mechs.host.Get(ctx, host.Spec{Name: "model:" + name, Path: plugin.Path, SHA256: plugin.SHA256, Artifact: artifact})
@@ -138,7 +140,7 @@ func (p *procedures) registerModel(ctx context.Context, name, kind string, plugi
 		return desc, err
 	}
 	sum := sha256.Sum256(artifact)
-	if err := p.mechs.catalog.PutModel(ctx, engine.Model{Name: name, Plugin: kind, Params: params, TrainingTable: table,
+	if err := p.mechs.catalog.PutModel(ctx, engine.Model{Name: name, Plugin: kind, Params: params, TrainingTable: table, TrainingColumn: column,
 		TrainingRows: rows, Checksum: hex.EncodeToString(sum[:]), Artifact: artifact, CreatedBy: createdBy, CreatedAt: time.Now()}); err != nil {
 		return desc, err
 	}
