@@ -22,7 +22,8 @@
 // of protected tables' raw columns are hidden from those without the privilege to see them.
 //
 // ldpsql's own metadata lives in the DuckDB schema ldpsql_catalog, which clients see as a read-only
-// database: the mechanism catalog (catalog.go), background jobs (jobs.go) and the privacy ledger
+// database: the mechanism catalog (catalog.go), the columns' default mechanisms (defaults.go), background
+// jobs (jobs.go) and the privacy ledger
 // (ledger.go), which keeps the budget of every protected table, what each privacy unit has spent, and
 // a record of every release, and charges releases atomically (Ledger.Charge) for package udf's SQL
 // functions and for any Go code that releases data.

@@ -18,4 +18,10 @@
 // before anything derived from their releases leaves. The same rule enforces the roles: a DBA is root or
 // a holder of SUPER; an analyst may reference a protected table's unit columns, and its other columns
 // only as the released argument of those functions.
+//
+// The short forms (short_forms.go): LDP_ENCODE(col, eps) and LDP_ENCODE_JSON(col, eps) release a column
+// with the default mechanism and randomiser a DBA set for it (CALL ldp_set_default_mechanism); an
+// analyzer rule rewrites them into the four-argument form just before the ledger binds, so the ledger
+// and everything else see only the long form. TRAIN_NOISY_CLASSIFIER('table') takes its params from
+// the table's ldp_privatize metadata.
 package udf
