@@ -188,6 +188,9 @@ func shortFormsRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.
 
 // hasShortForm reports whether the statement holds a short form anywhere.
 func hasShortForm(ctx *sql.Context, n sql.Node) bool {
+	if ins, ok := n.(*plan.InsertInto); ok && ins.LiteralValueSource {
+		return false // INSERT … VALUES of literals only (a bulk load): no function call to look at
+	}
 	found := false
 	_ = walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
 		ex, ok := n.(sql.Expressioner)
