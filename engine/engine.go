@@ -142,6 +142,7 @@ func (e *Engine) init(opts []Option) error {
 	e.GMS = sqle.New(analyzer.NewBuilder(p).
 		AddPreAnalyzeRule(ruleServerBoundary, e.serverBoundary).
 		AddOverrides(statementLimits(p)).Build(), nil) // statementLimits: see limits.go
+	e.GMS.Analyzer.Catalog.StatsProvider = analyzeEmptySafe{e.GMS.Analyzer.Catalog.StatsProvider} // stats.go
 	if err := e.loadUsers(); err != nil {
 		return err
 	}
