@@ -27,8 +27,9 @@ const DefaultDiagnosticsEps = 4.0
 
 // diagOptions are the diagnostics' settings in a fit or training job's params.
 type diagOptions struct {
-	eps float64 // "eps_target"
-	k   int     // "k_target": classes for the accuracy bound (0: diagnostics.DefaultK)
+	eps      float64 // "eps_target"
+	epsGiven bool    // whether the params gave eps_target (else eps is DefaultDiagnosticsEps)
+	k        int     // "k_target": classes for the accuracy bound (0: diagnostics.DefaultK)
 }
 
 // Keys of a fit or training job's params that are the diagnostics', not the plugin's.
@@ -55,6 +56,7 @@ func splitDiagnosticParams(fn, params string) (json.RawMessage, diagOptions, err
 			return nil, opts, fmt.Errorf("%s: params: %s = %s must be a number in [%g, %g] (the eps the diagnostics evaluate the mechanism at)",
 				fn, paramEpsTarget, rawEps, mechanisms.MinEpsilon, mechanisms.MaxEpsilon)
 		}
+		opts.epsGiven = true
 		delete(obj, paramEpsTarget)
 	}
 	if hasK {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/training/accuracy"
+	"github.com/ldpsql/ldpsql/training/vlm"
 	"github.com/ldpsql/ldpsql/udf"
 )
 
@@ -240,7 +241,19 @@ func TestTrainJobCollapseWarning(t *testing.T) {
 	if log := d.log(); !strings.Contains(log, `ldp_train_mechanism: mechanism "flat"`) || !strings.Contains(log, "collapse") {
 		t.Errorf("server log:\n%s", log)
 	}
-	if _, diag := d.storedDiagnostics("flat"); diag["eps"] != 8.0 || diag["collapsed"] != true {
+	params, diag := d.storedDiagnostics("flat")
+	if diag["eps"] != 8.0 || diag["collapsed"] != true {
 		t.Errorf("stored: %v", diag)
+	}
+	// eps_target without eps_pretrain sets the training noise, and the model's params record it.
+	if params["eps_pretrain"] != vlm.EpsPretrainFor(8) || params["eps_target"] != 8.0 {
+		t.Errorf("params %v: want eps_pretrain %g from eps_target 8", params, vlm.EpsPretrainFor(8))
+	}
+	d.q(`CALL ldp_train_mechanism('flat2', 'vlm', 'same', 'f', '{"d": 4, "l": 2, "linear": true, "epochs": 1, "seed": 1, "eps_target": 8, "eps_pretrain": 3}')`)
+	if _, err := d.e.Jobs.Wait(ctx, id+1); err != nil {
+		t.Fatal(err)
+	}
+	if params, _ := d.storedDiagnostics("flat2"); params["eps_pretrain"] != 3.0 {
+		t.Errorf("an explicit eps_pretrain is kept: %v", params)
 	}
 }

@@ -50,6 +50,18 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: params: %w", fn, err)
 	}
+	recorded := json.RawMessage(params)
+	if diag.epsGiven && cfg.EpsPretrain == 0 {
+		// The ε the DBA will release at sets the training noise (vlm.EpsPretrainFor); it is recorded
+		// with the model's params, so ldp_models says what the VLM was trained with.
+		cfg.EpsPretrain = vlm.EpsPretrainFor(diag.eps)
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("%s: params: eps_pretrain %g from eps_target %g: %w", fn, cfg.EpsPretrain, diag.eps, err)
+		}
+		if recorded, err = withParam(params, "eps_pretrain", cfg.EpsPretrain); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := p.mechs.catalog.Mechanism(ctx, name); err == nil {
 		return nil, fmt.Errorf("%s: a mechanism called %q is already registered (CALL ldp_drop_mechanism('%s') first)", fn, name, name)
 	}
@@ -65,7 +77,7 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	db := ctx.GetCurrentDatabase()
 	createdBy := user(ctx)
 	trainingTable := qualifiedTable(ctx, auxTable)
-	id, err := p.e.Jobs.Start("train "+kind, name, json.RawMessage(params), createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
+	id, err := p.e.Jobs.Start("train "+kind, name, recorded, createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
 		// The job outlives the CALL's session: it reads as the same user through a session of its own.
 		session := sql.NewBaseSessionWithClientServer("job", caller, 0)
 		session.SetCurrentDatabase(db)
@@ -83,7 +95,7 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 		if err != nil {
 			return err
 		}
-		if _, err = p.registerModel(jctx, name, kind, plugin, trainingTable, featuresCol, int64(len(rows)), json.RawMessage(params), artifact, createdBy); err != nil {
+		if _, err = p.registerModel(jctx, name, kind, plugin, trainingTable, featuresCol, int64(len(rows)), recorded, artifact, createdBy); err != nil {
 			return err
 		}
 		// The mechanism is registered; its diagnostics (at eps_target) may add a warning to the job.
@@ -169,4 +181,14 @@ func (p *procedures) cancelJob(ctx *sql.Context, id int64) (sql.RowIter, error) 
 // job's epochs count across them.
 func jobProgress(p nn.Progress) engine.JobProgress {
 	return engine.JobProgress{Epoch: p.OverallEpoch(), Epochs: p.OverallEpochs(), Loss: p.Loss, RowsPerS: p.RowsPerSec, ETA: p.ETA}
+}
+
+// withParam returns the JSON object params with key set to v.
+func withParam(params, key string, v any) (json.RawMessage, error) {
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(params), &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("params %q are not a JSON object", params)
+	}
+	obj[key] = v
+	return json.Marshal(obj)
 }

@@ -93,6 +93,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// EpsPretrainFor is the ε_pre-training (b_train = 2l/ε_pre-training) for a VLM whose latent will be
+// released at epsX (the feature share ε_x of the release, "eps_target" in ldp_train_mechanism's
+// params): 5·epsX, and at least 7. It follows the thesis's Table A.3 (MNIST), which gives ε_pre-training
+// 7, 7, 13, 19, 32, 33 for total ε 1, 2, 4, 6, 8, 10 at λ = 0.7, i.e. ε_x 0.7 … 7: the ratio
+// ε_pre-training/ε_x is 10, 5, 4.6, 4.5, 5.7, 4.7, and the floor of 7 covers the two smallest ε.
+func EpsPretrainFor(epsX float64) float64 { return max(7, 5*epsX) }
+
 // The rules of Resolve.
 const (
 	// AutoMinSteps: automatic Epochs give at least this many Adam steps,
