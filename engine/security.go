@@ -323,6 +323,10 @@ func (e *Engine) serverBoundary(ctx *sql.Context, a *analyzer.Analyzer, n sql.No
 					return fail(errNeedPrivilege("SUPER or SYSTEM_VARIABLES_ADMIN"))
 				}
 			}
+		case *plan.Kill:
+			if err := mayKill(ctx, mdb, x.ConnID); err != nil {
+				return fail(err)
+			}
 		case *plan.ShowGrants:
 			if !showsOwnGrants(ctx, x) && mdb != nil && mdb.Enabled() &&
 				!mdb.UserHasPrivileges(ctx, sql.NewPrivilegedOperation(sql.PrivilegeCheckSubject{Database: "mysql"}, sql.PrivilegeType_Select)) {
@@ -435,15 +439,38 @@ func showsOwnGrants(ctx *sql.Context, n *plan.ShowGrants) bool {
 	return strings.EqualFold(n.For.Name, c.User) && (n.For.Host == c.Address || n.For.AnyHost && c.Address == "%")
 }
 
-// authHandler lets SHOW GRANTS through GMS's parse-time check, which asks every user for SELECT on the
-// database mysql; serverBoundary checks it instead, asking that only for another account's grants.
-// Only SHOW GRANTS carries that exact authorisation (vitess's grammar).
+// mayKill is MySQL's rule for KILL [QUERY|CONNECTION] id: one's own connections (by user name, whichever
+// host) need no privilege, as the mysql client's Ctrl-C sends KILL QUERY from a second connection of the
+// same user; another user's need SUPER or CONNECTION_ADMIN (error 1095). An id that is no connection is
+// error 1094, whoever asks.
+func mayKill(ctx *sql.Context, mdb *mysql_db.MySQLDb, id uint32) error {
+	if HasGlobalPrivilege(ctx, mdb, sql.PrivilegeType_Super, "CONNECTION_ADMIN") {
+		return nil
+	}
+	for _, p := range ctx.ProcessList.Processes() {
+		if p.Connection == id {
+			if p.User == ctx.Session.Client().User {
+				return nil
+			}
+			return mysql.NewSQLError(mysql.ERKillDenied, mysql.SSUnknownSQLState, "You are not owner of thread %d", id)
+		}
+	}
+	return mysql.NewSQLError(mysql.ERNoSuchThread, mysql.SSUnknownSQLState, "Unknown thread id: %d", id)
+}
+
+// authHandler lets SHOW GRANTS and KILL through GMS's parse-time check, which asks every user for SELECT
+// on the database mysql and for SUPER; serverBoundary checks them instead, asking that only for another
+// account's grants and another user's connection. Only SHOW GRANTS and KILL carry those exact
+// authorisations (vitess's grammar).
 type authHandler struct{ sql.AuthorizationHandler }
 
 func (h authHandler) HandleAuth(ctx *sql.Context, aqs sql.AuthorizationQueryState, auth ast.AuthInformation) error {
 	if auth.AuthType == ast.AuthType_SELECT && auth.TargetType == ast.AuthTargetType_DatabaseIdentifiers &&
 		len(auth.TargetNames) == 1 && auth.TargetNames[0] == "mysql" {
 		return nil
+	}
+	if auth.AuthType == ast.AuthType_SUPER && auth.TargetType == ast.AuthTargetType_Global {
+		return nil // KILL, the only statement with this authorisation: serverBoundary checks it (mayKill)
 	}
 	return h.AuthorizationHandler.HandleAuth(ctx, aqs, auth)
 }

@@ -210,3 +210,54 @@ func TestDisconnectStopsStatement(t *testing.T) {
 		})
 	}
 }
+
+// KILL as MySQL has it: a user kills their own connections' statements without any privilege (the
+// mysql client's Ctrl-C sends KILL QUERY from a second connection), another user's only with SUPER or
+// CONNECTION_ADMIN (1095), and an id that is no connection is 1094.
+func TestKillOwnConnection(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "data.duckdb"))
+	root := s.connect("root", "")
+	analyst := s.readmeAnalyst(root)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	connOf := func(db *sql.DB) (*sql.Conn, int64) {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return c, id
+	}
+	busy, busyID := connOf(analyst)
+	defer busy.Close()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		var v int
+		done <- busy.QueryRowContext(ctx, "SELECT SLEEP(30)").Scan(&v)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if _, err := analyst.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", busyID)); err != nil {
+		t.Fatalf("the analyst's KILL QUERY of their own statement: %v", err)
+	}
+	if err := <-done; err == nil || time.Since(start) > 20*time.Second {
+		t.Errorf("the killed SLEEP(30): %v after %v", err, time.Since(start))
+	}
+	rootConn, rootID := connOf(root)
+	defer rootConn.Close()
+	if _, err := analyst.ExecContext(ctx, fmt.Sprintf("KILL %d", rootID)); err == nil || !strings.Contains(err.Error(), "1095") {
+		t.Errorf("the analyst's KILL of root's connection: %v; want error 1095", err)
+	}
+	if err := rootConn.PingContext(ctx); err != nil {
+		t.Errorf("root's connection after the refused KILL: %v", err)
+	}
+	if _, err := analyst.ExecContext(ctx, "KILL 987654"); err == nil || !strings.Contains(err.Error(), "1094") {
+		t.Errorf("KILL of no connection: %v; want error 1094", err)
+	}
+	if _, err := root.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", busyID)); err != nil {
+		t.Errorf("root's KILL QUERY of the analyst's connection: %v", err)
+	}
+}
