@@ -105,11 +105,12 @@ func newFlagSet(name, summary, examples string, stderr io.Writer) *flag.FlagSet 
 }
 
 // openEngine opens the database file with every ldpsql SQL function and procedure installed and the
-// built-in plugins registered.
+// built-in plugins registered. A file that another process (a running server) holds is an error that
+// says so and names the --addr to use instead.
 func openEngine(path string, cfg udf.Config, opts ...engine.Option) (*engine.Engine, error) {
 	e, err := engine.Open(path, opts...)
 	if err != nil {
-		return nil, err
+		return nil, explainLock(path, err)
 	}
 	if _, err := udf.Install(e, cfg); err != nil {
 		e.Close()

@@ -66,6 +66,12 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Start() }()
 	fmt.Fprintf(stdout, "ldpsql %s listening on %s (database %s)\n", version, srv.Addr(), *db)
+	// <db>.serve tells a command run with --db on this file which --addr to use instead.
+	removeInfo, err := writeServeInfo(*db, srv.Addr().String())
+	if err != nil {
+		logf("could not write %s (commands given --db on this file will not name the --addr to use): %v", serveInfoPath(*db), err)
+	}
+	defer removeInfo()
 	select {
 	case sig := <-signals:
 		fmt.Fprintf(stderr, "ldpsql: %s: shutting down\n", sig)
