@@ -281,7 +281,7 @@ func runRepro(cfg reproConfig, log io.Writer, trialDone func(reproResults, time.
 			len(train.Pixels), len(test.Pixels), cfg.nAux+cfg.nPriv, cfg.nTest)
 	}
 	r.logf("Fashion-MNIST from %s; D1 = %d, D2 = %d, test = %d; ε = %v; %d trial(s)", from, cfg.nAux, cfg.nPriv, cfg.nTest, cfg.eps, cfg.trials)
-	if _, err := loadVectors(e, "fmnist_test", test.Pixels[:cfg.nTest], test.Labels[:cfg.nTest]); err != nil {
+	if _, err := loadVectors(context.Background(), newEmbedded(e), "fmnist_test", test.Pixels[:cfg.nTest], test.Labels[:cfg.nTest]); err != nil {
 		return nil, 0, err
 	}
 	res := reproResults{}
@@ -315,10 +315,10 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 	d2x, d2y := pick(perm[cfg.nAux : cfg.nAux+cfg.nPriv])
 	d1, d2 := p+"d1", p+"d2"
 	// D1 is the auxiliary set: unlabelled, so its labels are not loaded at all.
-	if _, err := loadVectors(r.e, d1, d1x, nil); err != nil {
+	if _, err := loadVectors(context.Background(), newEmbedded(r.e), d1, d1x, nil); err != nil {
 		return err
 	}
-	if _, err := loadVectors(r.e, d2, d2x, d2y); err != nil {
+	if _, err := loadVectors(context.Background(), newEmbedded(r.e), d2, d2x, d2y); err != nil {
 		return err
 	}
 	r.logf("trial seed %d: loaded %s (%d) and %s (%d)", seed, d1, len(d1x), d2, len(d2x))

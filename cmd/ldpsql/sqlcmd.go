@@ -6,45 +6,42 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/ldpsql/ldpsql/engine"
-	"github.com/ldpsql/ldpsql/udf"
 )
 
 func sqlCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sql", "Run SQL statements in process against a DuckDB file and print the results as tables.\nWithout -e, read statements (ending in ;) from standard input as an interactive shell.",
+	fs := newFlagSet("sql", "Run SQL statements and print the results as tables: in process on a DuckDB file (--db), or on a\nrunning `ldpsql serve` over the MySQL protocol (--addr). Without -e, read statements (ending in ;)\nfrom standard input as an interactive shell.",
 		`  ldpsql sql -e "CREATE TABLE t (id INT PRIMARY KEY, y INT); INSERT INTO t VALUES (1, 0)"
   ldpsql sql -e "SELECT y, FLIP_LABEL(y, 1.0, 2) FROM t"
   ldpsql sql --db :memory:
+  LDPSQL_PASSWORD=secret ldpsql sql --addr 127.0.0.1:3306 -e "SELECT * FROM ldpsql_catalog.ldp_jobs"
 `, stderr)
-	db := fs.String("db", engine.DefaultPath, "DuckDB file (created if missing), or :memory:")
+	tgt := addTargetFlags(fs, "DuckDB file (created if missing), or :memory:")
 	exec := fs.String("e", "", "statements to run, separated by ;")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	e, err := openEngine(*db, udf.Config{})
+	ctx := context.Background()
+	s, err := tgt.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	ctx := e.NewContext(context.Background())
+	defer s.close()
 	if *exec != "" {
 		for _, stmt := range splitStatements(*exec) {
-			if err := runStatement(e, ctx, stmt, stdout); err != nil {
+			if err := runStatement(ctx, s, stmt, stdout); err != nil {
 				return err
 			}
 		}
-		return e.Close()
+		return s.close()
 	}
-	return shell(e, stdin, stdout, stderr)
+	return shell(ctx, s, stdin, stdout, stderr)
 }
 
 // shell reads statements terminated by ';' and runs each; errors are printed and the shell goes on.
-func shell(e *engine.Engine, stdin io.Reader, stdout, stderr io.Writer) error {
-	ctx := e.NewContext(context.Background())
+func shell(ctx context.Context, s session, stdin io.Reader, stdout, stderr io.Writer) error {
 	in := bufio.NewScanner(stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
-	fmt.Fprintf(stdout, "ldpsql %s on %s. End statements with ';'. Type 'exit' to quit.\n", version, e.Path())
+	fmt.Fprintf(stdout, "ldpsql %s on %s. End statements with ';'. Type 'exit' to quit.\n", version, s.where())
 	var pending strings.Builder
 	prompt := func() {
 		if pending.Len() == 0 {
@@ -63,8 +60,11 @@ func shell(e *engine.Engine, stdin io.Reader, stdout, stderr io.Writer) error {
 		pending.WriteString("\n")
 		if stmts, rest := completeStatements(pending.String()); len(stmts) > 0 {
 			for _, stmt := range stmts {
-				if err := runStatement(e, ctx, stmt, stdout); err != nil {
-					fmt.Fprintf(stderr, "ERROR: %v\n", err)
+				if err := runStatement(ctx, s, stmt, stdout); err != nil {
+					if !strings.HasPrefix(err.Error(), "ERROR ") { // a server's error says so already
+						fmt.Fprint(stderr, "ERROR: ")
+					}
+					fmt.Fprintln(stderr, err)
 				}
 			}
 			pending.Reset()
@@ -78,17 +78,16 @@ func shell(e *engine.Engine, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := in.Err(); err != nil {
 		return err
 	}
-	return e.Close()
+	return s.close()
 }
 
 // runStatement runs one statement and prints its result.
-func runStatement(e *engine.Engine, ctx context.Context, stmt string, stdout io.Writer) error {
-	sctx := e.NewContext(ctx)
-	schema, rows, err := e.Query(sctx, stmt)
+func runStatement(ctx context.Context, s session, stmt string, stdout io.Writer) error {
+	r, err := queryAll(ctx, s, stmt)
 	if err != nil {
 		return err
 	}
-	printTable(stdout, schema, rows)
+	r.print(stdout)
 	return nil
 }
 

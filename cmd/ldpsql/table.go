@@ -25,14 +25,27 @@ func printTable(w io.Writer, schema sql.Schema, rows []sql.Row) {
 		fmt.Fprintln(w, "Query OK")
 		return
 	}
-	cells := make([][]string, len(rows))
-	widths := make([]int, len(schema))
+	names := make([]string, len(schema))
 	for j, c := range schema {
-		widths[j] = utf8.RuneCountInString(c.Name)
+		names[j] = c.Name
+	}
+	vals := make([][]any, len(rows))
+	for i, r := range rows {
+		vals[i] = r
+	}
+	printRows(w, names, vals)
+}
+
+// printRows prints rows under the column names as a MySQL-client style table.
+func printRows(w io.Writer, names []string, rows [][]any) {
+	cells := make([][]string, len(rows))
+	widths := make([]int, len(names))
+	for j, name := range names {
+		widths[j] = utf8.RuneCountInString(name)
 	}
 	for i, r := range rows {
-		cells[i] = make([]string, len(schema))
-		for j := range schema {
+		cells[i] = make([]string, len(names))
+		for j := range names {
 			var v any
 			if j < len(r) {
 				v = r[j]
@@ -56,10 +69,6 @@ func printTable(w io.Writer, schema sql.Schema, rows []sql.Row) {
 		fmt.Fprintln(w, b.String())
 	}
 	fmt.Fprintln(w, sep)
-	names := make([]string, len(schema))
-	for j, c := range schema {
-		names[j] = c.Name
-	}
 	line(names)
 	fmt.Fprintln(w, sep)
 	for _, r := range cells {
