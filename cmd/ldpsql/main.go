@@ -1,5 +1,5 @@
 // Command ldpsql is a MySQL-compatible SQL engine over DuckDB whose functions privatise data under local
-// differential privacy. Subcommands: serve, sql, demo, version. Run "ldpsql help" for examples.
+// differential privacy. Run "ldpsql help" for its commands and examples.
 package main
 
 import (
@@ -23,20 +23,27 @@ Usage:
 
 Commands:
   serve     serve the MySQL wire protocol
-  sql       run SQL statements in process (an interactive shell without -e)
+  sql       run SQL statements (an interactive shell without -e)
   demo      load the WDBC breast-cancer data, privatise its labels, print debiased frequencies
   bench     measure INSERT, FLIP_LABEL and LDP_ENCODE throughput on this machine
   dataset   load a data set into tables (dataset load fashion-mnist | breast-cancer)
+  load      load a CSV file into a table
+  export    write a table or a query's result as CSV
   train     train a mechanism's encoder (VLM) as a job, with a progress bar
   mechanisms compare mechanisms' diagnostics on an auxiliary table (mechanisms compare --table aux pca vlm)
   audit     estimate a randomiser's privacy loss from samples and test it against its ε (audit krr --eps 1)
   repro     reproduce an experiment end to end (repro data-collection --dataset fashion-mnist)
   version   print the version
 
+sql, dataset load, load, export and train open the DuckDB file in process (--db, default
+./ldpsql.duckdb), which DuckDB allows while no other process has it open; beside a running
+serve, give them --addr HOST:PORT instead (--user, default root; --password or $LDPSQL_PASSWORD).
+
 Examples:
   ldpsql demo
   ldpsql serve --addr 127.0.0.1:3306 --db ./ldpsql.duckdb
   mysql -h 127.0.0.1 -P 3306 -u root ldpsql
+  ldpsql sql --addr 127.0.0.1:3306 -e "SELECT FLIP_LABEL(1, 1.0, 2)"
   ldpsql sql --db ./ldpsql.duckdb -e "SELECT FLIP_LABEL(1, 1.0, 2)"
   ldpsql sql --db :memory:
   ldpsql dataset load fashion-mnist
@@ -64,6 +71,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = demoCmd(args[1:], stdout, stderr)
 	case "train":
 		err = trainCmd(args[1:], stdout, stderr)
+	case "load":
+		err = loadCmd(args[1:], stdin, stdout, stderr)
+	case "export":
+		err = exportCmd(args[1:], stdout, stderr)
 	case "mechanisms":
 		err = mechanismsCmd(args[1:], stdout, stderr)
 	case "dataset":

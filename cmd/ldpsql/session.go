@@ -25,10 +25,10 @@ import (
 // running `ldpsql serve` reached over the MySQL protocol (--addr). The subcommands that work both ways
 // (sql, train, dataset load, load, export) are written once against it.
 type session interface {
-	// query runs one statement. For a statement that returns rows it calls row for each (the slice is
-	// the caller's to keep) and returns the column names; otherwise it returns no columns and the
-	// number of rows affected.
-	query(ctx context.Context, stmt string, row func([]any) error) (cols []string, affected int64, err error)
+	// query runs one statement. For a statement that returns rows it calls row with the column names
+	// and each row (the slice is the caller's to keep) and returns the column names; otherwise it
+	// returns no columns and the number of rows affected. row may be nil.
+	query(ctx context.Context, stmt string, row func(cols []string, vals []any) error) (cols []string, affected int64, err error)
 	// insertRows inserts rows of values for cols into table, batch by batch as next returns them (nil at
 	// the end). Values are Go values (integers, floats, strings, []byte, nil); the server converts
 	// them to the columns' types as an INSERT would.
@@ -49,7 +49,7 @@ type result struct {
 func queryAll(ctx context.Context, s session, stmt string) (*result, error) {
 	r := &result{}
 	var err error
-	r.cols, r.affected, err = s.query(ctx, stmt, func(row []any) error {
+	r.cols, r.affected, err = s.query(ctx, stmt, func(_ []string, row []any) error {
 		r.rows = append(r.rows, row)
 		return nil
 	})
@@ -90,10 +90,10 @@ type target struct {
 func addTargetFlags(fs *flag.FlagSet, dbHelp string) *target {
 	return &target{
 		fs:       fs,
-		db:       fs.String("db", engine.DefaultPath, dbHelp+" (opened in this process: not while a server holds it)"),
-		addr:     fs.String("addr", "", "HOST:PORT of a running `ldpsql serve` to talk to over the MySQL protocol, instead of opening --db"),
+		db:       fs.String("db", engine.DefaultPath, dbHelp+"; opened in this process, so not while a server has it open (use --addr then)"),
+		addr:     fs.String("addr", "", "`HOST:PORT` of a running ldpsql serve to talk to over the MySQL protocol, instead of opening --db"),
 		user:     fs.String("user", "root", "user to connect as, with --addr"),
-		password: fs.String("password", "", "password, with --addr (default $LDPSQL_PASSWORD; the variable keeps it out of the process list)"),
+		password: fs.String("password", "", "password, with --addr (default $LDPSQL_PASSWORD, which keeps it out of the process list)"),
 	}
 }
 
@@ -141,7 +141,7 @@ func (s *embedded) ctx(ctx context.Context) *sql.Context {
 	return sql.NewContext(ctx, sql.WithSession(s.sess))
 }
 
-func (s *embedded) query(ctx context.Context, stmt string, row func([]any) error) ([]string, int64, error) {
+func (s *embedded) query(ctx context.Context, stmt string, row func([]string, []any) error) ([]string, int64, error) {
 	sctx := s.ctx(ctx)
 	schema, iter, _, err := s.e.GMS.Query(sctx, stmt)
 	if err != nil {
@@ -164,7 +164,7 @@ func (s *embedded) query(ctx context.Context, stmt string, row func([]any) error
 			}
 		}
 		if err == nil && row != nil {
-			err = row([]any(r))
+			err = row(cols, []any(r))
 		}
 		if err != nil {
 			_ = iter.Close(sctx)
@@ -256,7 +256,7 @@ func (s *remote) close() error {
 	return err
 }
 
-func (s *remote) query(ctx context.Context, stmt string, row func([]any) error) ([]string, int64, error) {
+func (s *remote) query(ctx context.Context, stmt string, row func([]string, []any) error) ([]string, int64, error) {
 	rows, err := s.conn.QueryContext(ctx, stmt)
 	if err != nil {
 		return nil, 0, serverError(err)
@@ -287,7 +287,7 @@ func (s *remote) query(ctx context.Context, stmt string, row func([]any) error) 
 			return nil, 0, serverError(err)
 		}
 		if row != nil {
-			if err := row(vals); err != nil {
+			if err := row(cols, vals); err != nil {
 				return nil, 0, err
 			}
 		}
