@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/udf"
 )
 
@@ -102,5 +103,45 @@ func TestTargetFlags(t *testing.T) {
 	}
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Errorf("a refused command created %s", db)
+	}
+}
+
+// An account that cannot see a job's row in ldp_jobs is told the job id and how to follow it, over a
+// real server in this process.
+func TestFollowJobUnreadable(t *testing.T) {
+	e, err := openEngine(":memory:", udf.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	srv, err := e.Serve(engine.ServerConfig{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Start() }()
+	defer srv.Close()
+	ctx := context.Background()
+	root, err := dialServer(ctx, srv.Addr().String(), "root", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.close()
+	if _, _, err := root.query(ctx, "CREATE USER analyst IDENTIFIED BY 'pw'", nil); err != nil {
+		t.Fatal(err)
+	}
+	analyst, err := dialServer(ctx, srv.Addr().String(), "analyst", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer analyst.close()
+	var stderr strings.Builder
+	_, err = followJob(ctx, analyst, 7, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "job 7 was started on "+srv.Addr().String()+" as analyst, but its progress cannot be read") ||
+		!strings.Contains(err.Error(), "SELECT state, epoch, epochs, error FROM ldpsql_catalog.ldp_jobs WHERE id = 7") {
+		t.Fatalf("followJob as an analyst: %v", err)
+	}
+	// Wrong password: the server's message.
+	if _, err := dialServer(ctx, srv.Addr().String(), "analyst", "nope"); err == nil || !strings.Contains(err.Error(), "ERROR 1045 (28000): Access denied for user 'analyst'") {
+		t.Errorf("wrong password: %v", err)
 	}
 }

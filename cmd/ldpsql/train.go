@@ -74,8 +74,9 @@ func followJob(ctx context.Context, s session, id int64, stderr io.Writer) (engi
 		if err != nil {
 			fmt.Fprintln(stderr)
 			return job, fmt.Errorf("job %d was started on %s, but its progress cannot be read: %w\n"+
-				"follow it with: SELECT state, epoch, epochs, error FROM ldpsql_catalog.ldp_jobs WHERE id = %d\n"+
-				"(a DBA can; CALL ldp_cancel_job(%d) stops it)", id, s.where(), err, id, id)
+				"it goes on running; an account that may read ldpsql_catalog.ldp_jobs (a DBA) follows it with\n"+
+				"  SELECT state, epoch, epochs, error FROM ldpsql_catalog.ldp_jobs WHERE id = %d\n"+
+				"and stops it with CALL ldp_cancel_job(%d)", id, s.where(), err, id, id)
 		}
 		fmt.Fprintf(stderr, "\r%s", progressLine(job))
 		if job.State != engine.JobRunning {
