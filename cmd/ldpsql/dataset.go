@@ -48,11 +48,13 @@ The data is read here and written into a DuckDB file in process (--db) or sent t
 				return err
 			}
 			table := *into + "_" + split
+			t0 := time.Now()
 			n, err := loadVectors(ctx, s, table, imgs.Pixels, imgs.Labels)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "loaded %d Fashion-MNIST %s images from %s into %s\n", n, split, from, table)
+			secs := time.Since(t0).Seconds()
+			fmt.Fprintf(stdout, "loaded %d Fashion-MNIST %s images from %s into %s (%.1f s, %.0f rows/s)\n", n, split, from, table, secs, float64(n)/secs)
 		}
 	case "breast-cancer":
 		if *into == "" {
