@@ -43,6 +43,7 @@ func TestLoadExportCSV(t *testing.T) {
 	}{
 		{"id,nope\n1,2\n", []string{"load", "--db", db, "--table", "people", "-"}, `names column "nope", which people does not have (its columns: id, age, city, note)`},
 		{"id\n1\n", []string{"load", "--db", db, "--table", "people", "-"}, "Duplicate entry"},
+		{"id,age,city,note\n20,1,a,b\n21,99999999999,a,b\n", []string{"load", "--db", db, "--table", "people", "-"}, "row 2, column age, value 99999999999: out of range for int"},
 		{"id\n1\n", []string{"load", "--db", db, "--table", "missing", "-"}, "CREATE TABLE it first"},
 		{"", []string{"load", "--db", db, "--table", "people", "-"}, "is empty"},
 		{"", []string{"export", "--db", db}, "usage: ldpsql export"},

@@ -197,21 +197,26 @@ func (s *embedded) insertRows(ctx context.Context, table string, cols []string, 
 			return insertStatements(ctx, s, table, cols, next)
 		}
 	}
+	done := 0
 	return s.e.InsertRows(sctx, table, func() ([]sql.Row, error) {
 		batch, err := next()
 		if err != nil || batch == nil {
 			return nil, err
 		}
 		rows := make([]sql.Row, len(batch))
+		defer func() { done += len(batch) }()
 		for i, vals := range batch {
 			rows[i] = make(sql.Row, len(vals))
 			for j, v := range vals {
 				if v == nil {
 					continue
 				}
-				c, _, err := schema[j].Type.Convert(sctx, v)
+				c, inRange, err := schema[j].Type.Convert(sctx, v)
+				if err == nil && inRange != sql.InRange {
+					err = fmt.Errorf("out of range for %s", schema[j].Type)
+				}
 				if err != nil {
-					return nil, fmt.Errorf("column %s, value %s: %w", schema[j].Name, truncate(fmt.Sprint(v), 40), err)
+					return nil, fmt.Errorf("row %d, column %s, value %s: %w", done+i+1, schema[j].Name, truncate(fmt.Sprint(v), 40), err)
 				}
 				rows[i][j] = c
 			}
