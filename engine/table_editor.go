@@ -26,6 +26,9 @@ type tableEditor struct {
 	deleteSQL *gosql.Stmt
 	updateSQL *gosql.Stmt
 	keyCols   []int // columns that identify a row: the primary key, or every column
+	// checkKeys: an upsert's editor (upsert.go), which inserts row by row after a lookup by key.
+	checkKeys            bool
+	insertSQL, selectSQL *gosql.Stmt
 }
 
 var _ sql.TableEditor = (*tableEditor)(nil)
@@ -94,12 +97,12 @@ func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
 	defer conn.Close()
 	defer e.t.def.wrote() // after the commit or rollback, so no stale count is cached
 	err := e.closeAppender()
-	for _, stmt := range []*gosql.Stmt{e.deleteSQL, e.updateSQL} {
+	for _, stmt := range []*gosql.Stmt{e.deleteSQL, e.updateSQL, e.insertSQL, e.selectSQL} {
 		if stmt != nil {
 			_ = stmt.Close()
 		}
 	}
-	e.deleteSQL, e.updateSQL = nil, nil
+	e.deleteSQL, e.updateSQL, e.insertSQL, e.selectSQL = nil, nil, nil, nil
 	if err == nil && commit {
 		if _, err = conn.ExecContext(ctx, "COMMIT"); err == nil {
 			return nil
@@ -145,6 +148,9 @@ func (e *tableEditor) Insert(ctx *sql.Context, row sql.Row) error {
 	vals, err := e.toDuckRow(ctx, row)
 	if err != nil {
 		return err
+	}
+	if e.checkKeys {
+		return e.insertChecked(ctx, row, vals)
 	}
 	if e.appender == nil {
 		err := e.conn.Raw(func(dc any) error {

@@ -67,6 +67,22 @@ except pymysql.err.OperationalError:
     pass
 refused("rollback() after a CALL fails", conn.rollback)
 conn.commit()
+# Upserts with MySQL's semantics: the affected-row counts pymysql reports are MySQL's (2 per updated row).
+n = cur.execute("INSERT INTO py_t VALUES (1000, 9.5, 1, 'late'), (1003, 0.0, 0, 'new') "
+                "ON DUPLICATE KEY UPDATE name = VALUES(name), x = x + 1")
+cur.execute("SELECT x, name FROM py_t WHERE id IN (1000, 1003) ORDER BY id")
+got = cur.fetchall()
+check("INSERT … ON DUPLICATE KEY UPDATE updates one row and inserts one", n == 3 and got == ((1.5, "late"), (0.0, "new")), (n, got))
+cur.executemany("INSERT IGNORE INTO py_t VALUES (%s, %s, %s, %s)", [(1003, 7.0, 1, "x"), (1004, 7.0, 1, "ign")])
+cur.execute("SELECT name FROM py_t WHERE id IN (1003, 1004) ORDER BY id")
+got = [r[0] for r in cur.fetchall()]
+check("INSERT IGNORE keeps the existing row and adds the new", got == ["new", "ign"], got)
+cur.execute("REPLACE INTO py_t VALUES (1004, 8.0, 0, 'rep')")
+cur.execute("SELECT x, name FROM py_t WHERE id = 1004")
+got = cur.fetchone()
+check("REPLACE replaces the row", got == (8.0, "rep"), got)
+cur.execute("DELETE FROM py_t WHERE id >= 1003")
+conn.commit()
 conn.close()
 
 # SQLAlchemy: reflection, pooled connections (each returned with a ROLLBACK), engine.begin().
