@@ -217,3 +217,40 @@ func cutPredicate(ctx *sql.Context, col string, typ sql.Type, r sql.MySQLRangeCo
 	}
 	return cond, args, nil
 }
+
+// Secondary indexes are accepted and not kept: CREATE INDEX, ALTER TABLE … ADD INDEX and an INDEX
+// clause of CREATE TABLE succeed with a warning, so that clients which create them as a matter of course
+// (pandas' to_sql for its index column, sysbench, ORMs' migrations) work. DuckDB scans columns and
+// answers a filter on any of them quickly without one. A UNIQUE index is refused, since ignoring it would silently drop a constraint.
+
+var _ sql.IndexAlterableTable = (*Table)(nil)
+
+// warnIndexIgnored is the warning's code: MySQL's ER_UNSUPPORTED_EXTENSION.
+const warnIndexIgnored = 1112
+
+// CreateIndex implements sql.IndexAlterableTable.
+func (t *Table) CreateIndex(ctx *sql.Context, idx sql.IndexDef) error {
+	if idx.Constraint != sql.IndexConstraint_None {
+		kind := map[sql.IndexConstraint]string{sql.IndexConstraint_Unique: "UNIQUE", sql.IndexConstraint_Fulltext: "FULLTEXT",
+			sql.IndexConstraint_Spatial: "SPATIAL", sql.IndexConstraint_Vector: "VECTOR", sql.IndexConstraint_Primary: "PRIMARY"}[idx.Constraint]
+		return fmt.Errorf("table %q: %s index %q is not supported: ldpsql keeps no secondary indexes, and ignoring it would drop what it means (a PRIMARY KEY given with the table is kept)",
+			t.def.name, kind, idx.Name)
+	}
+	cols := make([]string, len(idx.Columns))
+	for i, c := range idx.Columns {
+		cols[i] = c.Name
+	}
+	ctx.Session.Warn(&sql.Warning{Level: "Warning", Code: warnIndexIgnored, Message: fmt.Sprintf(
+		"index %s on %s(%s) was not created: ldpsql keeps no secondary indexes (DuckDB scans the columns)", idx.Name, t.def.name, strings.Join(cols, ", "))})
+	return nil
+}
+
+// DropIndex implements sql.IndexAlterableTable: there is no secondary index to drop.
+func (t *Table) DropIndex(_ *sql.Context, name string) error {
+	return sql.ErrIndexNotFound.New(name)
+}
+
+// RenameIndex implements sql.IndexAlterableTable: there is no secondary index to rename.
+func (t *Table) RenameIndex(_ *sql.Context, from, _ string) error {
+	return sql.ErrIndexNotFound.New(from)
+}

@@ -149,5 +149,12 @@ frame.to_sql("py_frame", engine, index=False, if_exists="append")
 back = pd.read_sql("SELECT a, b, c FROM py_frame ORDER BY a, c", engine)
 check("DataFrame.to_sql(index=False), appended, reads back", len(back) == 6 and back["b"].isna().sum() == 2
       and back["c"].isna().sum() == 2 and abs(back["c"].sum() - 2 * (1.5 - 2.0)) < 1e-9, back.to_dict("list"))
+# The defaults: index=True makes pandas CREATE INDEX on its index column (accepted, not kept), and
+# if_exists="replace" drops and recreates the table; chunksize sends several INSERTs.
+frame.to_sql("py_indexed", engine)
+frame.to_sql("py_indexed", engine, if_exists="replace", chunksize=2)
+back = pd.read_sql("SELECT * FROM py_indexed ORDER BY `index`", engine)
+check("DataFrame.to_sql with its defaults (index column, CREATE INDEX), replaced in chunks", list(back.columns) == ["index", "a", "b", "c"]
+      and back["index"].tolist() == list(range(len(frame))), back.to_dict("list"))
 engine.dispose()
 print("all Python client checks passed")
