@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/vitess/go/mysql"
@@ -258,7 +260,14 @@ func (h cancelOnDisconnect) ComStmtExecute(ctx context.Context, c *mysql.Conn, p
 // statement over the bounds of checkStatementSize a parse error.
 func wireError(err error) error {
 	e, ok := err.(*mysql.SQLError)
-	if !ok || e.Num != mysql.ERUnknownError {
+	if !ok {
+		return err
+	}
+	if short := shortenQuoted(e.Message); len(short) < len(e.Message) {
+		e = mysql.NewSQLError(e.Num, e.State, "%s", short)
+		err = e
+	}
+	if e.Num != mysql.ERUnknownError {
 		return err
 	}
 	switch {
@@ -268,6 +277,30 @@ func wireError(err error) error {
 		return mysql.NewSQLError(mysql.ERParseError, mysql.SSClientError, "%s", e.Message)
 	}
 	return err
+}
+
+// Errors quote values (GMS's "string 'xxx…' is too large for column", conversion errors), whole: a
+// 16 MB BLOB came back as a 16 MB message. MySQL cuts them; shortenQuoted keeps the first
+// quotedKeep bytes of every quoted run longer than quotedMax and says how long it was.
+const (
+	quotedMax  = 64
+	quotedKeep = 40
+)
+
+var longQuoted = regexp.MustCompile(`'[^']{` + strconv.Itoa(quotedMax+1) + `,}'`)
+
+func shortenQuoted(msg string) string {
+	if len(msg) <= quotedMax {
+		return msg
+	}
+	return longQuoted.ReplaceAllStringFunc(msg, func(q string) string {
+		inner := q[1 : len(q)-1]
+		cut := quotedKeep
+		for cut > 0 && !utf8.RuneStart(inner[cut]) {
+			cut--
+		}
+		return fmt.Sprintf("'%s…' (%d bytes)", inner[:cut], len(inner))
+	})
 }
 
 // watchClient returns a context that is cancelled when c's client hangs up, and the function that stops
