@@ -34,13 +34,14 @@ func TestMain(m *testing.M) {
 	pluginBin = filepath.Join(dir, "plugins")
 	for out, pkg := range map[string]string{
 		ldpsqlBin: "./cmd/ldpsql",
-		filepath.Join(dir, "bin", "ldpsql-plugin-identity"): "./plugins/builtin/identity",
-		filepath.Join(dir, "bin", "ldpsql-plugin-pca"):      "./plugins/builtin/pca",
-		filepath.Join(dir, "bin", "ldpsql-plugin-vlm"):      "./plugins/builtin/vlm",
-		filepath.Join(pluginBin, "meanpool"):                "./examples/thirdparty-encoder",
-		filepath.Join(pluginBin, "liar"):                    "./plugins/host/testdata/liar",
-		filepath.Join(pluginBin, "crash"):                   "./plugins/host/testdata/crash",
-		filepath.Join(pluginBin, "hang"):                    "./plugins/host/testdata/hang",
+		filepath.Join(dir, "bin", "ldpsql-plugin-identity"):          "./plugins/builtin/identity",
+		filepath.Join(dir, "bin", "ldpsql-plugin-pca"):               "./plugins/builtin/pca",
+		filepath.Join(dir, "bin", "ldpsql-plugin-vlm"):               "./plugins/builtin/vlm",
+		filepath.Join(dir, "bin", "ldpsql-plugin-task_aware_linear"): "./plugins/builtin/task_aware_linear",
+		filepath.Join(pluginBin, "meanpool"):                         "./examples/thirdparty-encoder",
+		filepath.Join(pluginBin, "liar"):                             "./plugins/host/testdata/liar",
+		filepath.Join(pluginBin, "crash"):                            "./plugins/host/testdata/crash",
+		filepath.Join(pluginBin, "hang"):                             "./plugins/host/testdata/hang",
 	} {
 		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Dir = ".."

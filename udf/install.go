@@ -19,9 +19,10 @@ import (
 // BuiltinPlugins are the encoder plugins that ship with ldpsql, by mechanism name, with the file name of
 // their binary (built by scripts/build.sh beside the ldpsql binary).
 var BuiltinPlugins = map[string]string{
-	"identity": "ldpsql-plugin-identity",
-	"pca":      "ldpsql-plugin-pca",
-	"vlm":      "ldpsql-plugin-vlm",
+	"identity":          "ldpsql-plugin-identity",
+	"pca":               "ldpsql-plugin-pca",
+	"vlm":               "ldpsql-plugin-vlm",
+	"task_aware_linear": "ldpsql-plugin-task_aware_linear",
 }
 
 // builtinDigests pins the built-in plugins' SHA-256 digests at build time: scripts/build.sh builds the

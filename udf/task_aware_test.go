@@ -1,0 +1,205 @@
+package udf_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ldpsql/ldpsql/training/datasets"
+	"github.com/ldpsql/ldpsql/training/taskaware"
+	"github.com/ldpsql/ldpsql/udf"
+)
+
+// fillWDBCMinMax creates wdbc(id, features, label) with the 569 WDBC rows, every feature min-max scaled to
+// [0, 1] over the whole data set (as the task-aware paper's code does), and returns the rows.
+func fillWDBCMinMax(l *ledgerT) [][]float32 {
+	l.t.Helper()
+	w, err := datasets.LoadWDBC()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	n := len(w.Features[0])
+	lo, hi := make([]float64, n), make([]float64, n)
+	for j := range n {
+		lo[j], hi[j] = math.Inf(1), math.Inf(-1)
+		for _, r := range w.Features {
+			lo[j], hi[j] = min(lo[j], r[j]), max(hi[j], r[j])
+		}
+	}
+	l.q("CREATE TABLE wdbc (id INT PRIMARY KEY, features LONGBLOB NOT NULL, label INT NOT NULL)")
+	rows := make([][]float32, len(w.Features))
+	var vals []string
+	for i, r := range w.Features {
+		rows[i] = make([]float32, n)
+		s := make([]string, n)
+		for j := range n {
+			rows[i][j] = float32((r[j] - lo[j]) / (hi[j] - lo[j]))
+			s[j] = fmt.Sprint(rows[i][j])
+		}
+		vals = append(vals, fmt.Sprintf("(%d, LDP_VECTOR(%s), %d)", i+1, strings.Join(s, ","), w.Labels[i]))
+		if len(vals) == 100 || i == len(w.Features)-1 {
+			l.q("INSERT INTO wdbc VALUES " + strings.Join(vals, ","))
+			vals = nil
+		}
+	}
+	return rows
+}
+
+func blobVector(t *testing.T, v any) []float32 {
+	t.Helper()
+	var b []byte
+	switch x := v.(type) {
+	case []byte:
+		b = x
+	case string:
+		b = []byte(x)
+	default:
+		t.Fatalf("a vector of type %T", v)
+	}
+	f, err := udf.UnpackVector(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// The task-aware linear mechanism end to end in SQL, on min-max WDBC (the first 200 rows auxiliary, the
+// other 369 released): ldp_fit_mechanism designs it for a weighted reconstruction at ε = 5; the
+// declared output set is the ℓ1 ball of radius Δ1/2; LDP_ENCODE releases Z values whose noise has the
+// variance 2(Δ1/ε)² of Laplace scale Δ1/ε; LDP_DECODE is the model's LMMSE decoder; ldp_privatize and
+// TRAIN_NOISY_CLASSIFIER work on it unchanged, and the classifier beats the majority class on clean rows.
+func TestTaskAwareLinearEndToEnd(t *testing.T) {
+	l := newLedgerEngine(t, buildPlugins(t, "task_aware_linear"))
+	rows := fillWDBCMinMax(l)
+	l.q("CREATE TABLE aux (id INT PRIMARY KEY, features LONGBLOB NOT NULL)")
+	l.q("INSERT INTO aux SELECT id, features FROM wdbc WHERE id <= 200")
+	l.q("CREATE TABLE d2 AS SELECT * FROM wdbc WHERE id > 200")
+	weights := make([]string, 30)
+	for j := range weights {
+		weights[j] = "1"
+		if j < 10 {
+			weights[j] = "2" // the mean features count twice
+		}
+	}
+	params := fmt.Sprintf(`{"weights": [%s], "eps": 5, "z": 3}`, strings.Join(weights, ", "))
+
+	// Errors name the field.
+	_, err := l.as("root", `CALL ldp_fit_mechanism('bad', 'task_aware_linear', 'aux', 'features', '{"weights": [1, 2], "eps": 5}')`)
+	wantErr(t, err, "task_aware_linear params: weights has 2 values, the features have 30")
+	_, err = l.as("root", `CALL ldp_fit_mechanism('bad', 'task_aware_linear', 'aux', 'features', '{"weights": [1]}')`)
+	wantErr(t, err, "task_aware_linear params: eps is required")
+
+	l.q(fmt.Sprintf(`CALL ldp_fit_mechanism('ta', 'task_aware_linear', 'aux', 'features', '%s')`, params))
+	var art []byte
+	if err := l.e.DuckDB.QueryRow("SELECT artifact FROM ldpsql_catalog.ldp_models WHERE name = 'ta'").Scan(&art); err != nil {
+		t.Fatal(err)
+	}
+	m, err := taskaware.Load(art)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var desc string
+	if err := l.e.DuckDB.QueryRow("SELECT description FROM ldpsql_catalog.ldp_mechanisms WHERE name = 'ta'").Scan(&desc); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		InputDim, OutputDim int
+		OutputSet           struct {
+			Kind   int
+			Radius float64
+		}
+	}
+	if err := json.Unmarshal([]byte(desc), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.InputDim != 30 || d.OutputDim != m.Z || d.OutputSet.Radius != m.Delta1/2 || m.N != 200 {
+		t.Fatalf("recorded description %s; model Z = %d, Δ1 = %v, fitted on %d rows", desc, m.Z, m.Delta1, m.N)
+	}
+	t.Logf("fitted: Z = %d (cap %d), Δ1 = %.4g, b at ε = 5: %.4g, loss %.4f (mean predictor %.4f, task-agnostic %.4f)",
+		m.Z, m.ZMax, m.Delta1, m.NoiseScale, m.Loss, m.LossMean, m.LossTaskAgnostic)
+
+	// LDP_ENCODE at ε = 5, ten releases of each of the 369 rows: the noise around the clean encoding has
+	// mean 0 and variance 2b² per coordinate, b = Δ1/ε (relative s.e. of the variance about 5 %).
+	enc := l.q("WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < 10) " +
+		"SELECT d2.id, LDP_ENCODE(d2.features, 5, 'ta') FROM d2, k")
+	clean, err := m.Encode(rows[200:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum, sumSq float64
+	for _, r := range enc {
+		z := blobVector(t, r[1])
+		if len(z) != m.Z {
+			t.Fatalf("a release of %d values, Z = %d", len(z), m.Z)
+		}
+		for k, v := range z {
+			e := float64(v) - float64(clean[toInt64(t, r[0])-201][k])
+			sum += e
+			sumSq += e * e
+		}
+	}
+	cnt := float64(len(enc) * m.Z)
+	if v, want := sumSq/cnt, m.NoiseVar; math.Abs(v-want) > 0.2*want || math.Abs(sum/cnt) > 4*math.Sqrt(want/cnt) {
+		t.Fatalf("release noise: mean %v, variance %v; want 0 and 2(Δ1/ε)² = %v", sum/cnt, v, want)
+	}
+
+	// LDP_DECODE is the model's decoder, bit for bit; the decoded releases reconstruct the weighted task
+	// better than the auxiliary mean does.
+	dec := l.q("SELECT id, LDP_DECODE(LDP_ENCODE(features, 5, 'ta'), 'ta') FROM d2 ORDER BY id")
+	var mse, msem float64
+	for _, r := range dec {
+		x := blobVector(t, r[1])
+		if len(x) != 30 {
+			t.Fatalf("decoded %d values", len(x))
+		}
+		i := toInt64(t, r[0]) - 1
+		for j := range x {
+			w := 1.0
+			if j < 10 {
+				w = 2
+			}
+			mse += w * w * math.Pow(float64(x[j])-float64(rows[i][j]), 2)
+			msem += w * w * math.Pow(m.Mean[j]-float64(rows[i][j]), 2)
+		}
+	}
+	// A latent decoded by SQL and in process.
+	lat := make([]float32, m.Z)
+	args := make([]string, m.Z)
+	for k := range lat {
+		lat[k] = float32(k) - 0.75
+		args[k] = fmt.Sprint(lat[k])
+	}
+	one := l.q("SELECT LDP_DECODE(LDP_VECTOR(" + strings.Join(args, ", ") + "), 'ta')")
+	want, _ := m.Decode([][]float32{lat})
+	if got := blobVector(t, one[0][0]); fmt.Sprint(got) != fmt.Sprint(want[0]) {
+		t.Fatalf("LDP_DECODE %v, the model's decoder %v", got, want[0])
+	}
+	mse /= float64(len(dec))
+	msem /= float64(len(dec))
+	t.Logf("released rows: E‖K(x̂ − x)‖² = %.4f, with the auxiliary mean %.4f", mse, msem)
+	if !(mse < msem) {
+		t.Errorf("decoded releases %.4f, no better than the mean %.4f", mse, msem)
+	}
+
+	// ldp_privatize (ε = 10 split evenly: the features at ε_x = 5, the design's ε) and
+	// TRAIN_NOISY_CLASSIFIER with the mechanism's own training rows as the marginal prior.
+	l.q("CALL ldp_privatize('d2', 'features', 'label', 'd2_priv', 10, 0.5, 'ta', 'laplace', 2)")
+	rows2 := l.q("SELECT TRAIN_NOISY_CLASSIFIER('d2_priv', '{\"model\": \"clf\", \"objective\": \"marginal\", \"aux_table\": \"aux\", \"seed\": 1}')")
+	id := toInt64(t, rows2[0][0])
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	job, err := l.e.Jobs.Wait(ctx, id)
+	if err != nil || job.State != "succeeded" {
+		t.Fatalf("job %d: %s %s %v", id, job.State, job.Error, err)
+	}
+	acc := toFloat(t, l.q("SELECT AVG(PREDICT('clf', features) = label) FROM d2")[0][0])
+	major := toFloat(t, l.q("SELECT GREATEST(AVG(label), 1 - AVG(label)) FROM d2")[0][0])
+	t.Logf("classifier trained on the ldp_privatize'd rows: accuracy %.3f on the clean rows (majority class %.3f)", acc, major)
+	if !(acc > major+0.05) {
+		t.Errorf("accuracy %.3f, majority class %.3f", acc, major)
+	}
+}
