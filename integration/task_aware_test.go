@@ -1,0 +1,109 @@
+package integration
+
+import (
+	"encoding/json"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ldpsql/ldpsql/training/datasets"
+	"github.com/ldpsql/ldpsql/training/taskaware"
+)
+
+var auditRowRE = regexp.MustCompile(`(?m)^\| (LDP_ENCODE\(ta, laplace\)) +\| ([0-9.e+-]+) +\| ([0-9.e+-]+) +\| ([0-9.+-]+|[+-]Inf|NaN) +\| ([0-9.+-]+|[+-]Inf|NaN) +\| ([0-9]+) +\| (PASS|FAIL) +\|$`)
+
+// `ldpsql audit encode:ta` on the task-aware linear mechanism, fitted with the CLI on 200 min-max scaled
+// WDBC rows (weights 1, designed for ε = 60 so that its latent has several dimensions; the audit releases
+// at ε = 1, which the host calibrates on the same recorded ball): through LDP_ENCODE_JSON itself (the plugin, the host's clip
+// into the recorded ℓ1 ball and the Laplace randomiser), the audit passes at ε = 1, both for the default
+// candidates (±10⁶ along a few directions, clipped by the encoder to vertices of its input box) and for
+// the two opposite vertices whose encodings are Δ1 apart; on that pair the point estimate is ε itself,
+// so the declared radius is Δ1/2 with no slack: the noise is exactly the b = Δ1/ε of the paper.
+func TestTaskAwareLinearAudit(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ta.duckdb")
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(ldpsqlBin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ldpsql %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	// The first 200 WDBC rows, min-max scaled over the whole data set, as the auxiliary rows.
+	w, err := datasets.LoadWDBC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([][]float32, 200)
+	var vals []string
+	for i := range rows {
+		rows[i] = make([]float32, 30)
+		s := make([]string, 30)
+		for j := range rows[i] {
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, r := range w.Features {
+				lo, hi = min(lo, r[j]), max(hi, r[j])
+			}
+			rows[i][j] = float32((w.Features[i][j] - lo) / (hi - lo))
+			s[j] = strconv.FormatFloat(float64(rows[i][j]), 'g', -1, 32)
+		}
+		vals = append(vals, "("+strconv.Itoa(i+1)+", LDP_VECTOR("+strings.Join(s, ", ")+"))")
+	}
+	weights := strings.TrimSuffix(strings.Repeat("1, ", 30), ", ")
+	run("sql", "--db", db, "-e", "CREATE TABLE aux (id INT PRIMARY KEY, features LONGBLOB NOT NULL); "+
+		"INSERT INTO aux VALUES "+strings.Join(vals, ", ")+"; "+
+		`CALL ldp_fit_mechanism('ta', 'task_aware_linear', 'aux', 'features', '{"weights": [`+weights+`], "eps": 60, "z": 4}')`)
+
+	// The same fit in process gives the extreme pair; its radius is the one recorded in the catalog.
+	m, err := taskaware.FitRows(taskaware.Params{Weights: ones30(), Eps: 60, Z: 4}, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Z < 2 {
+		t.Fatalf("Z = %d: the audit wants a latent of several dimensions", m.Z)
+	}
+	t.Logf("Z = %d, radius %v", m.Z, m.Radius)
+	out := run("sql", "--db", db, "-e", "SELECT description FROM ldpsql_catalog.ldp_mechanisms WHERE name = 'ta'")
+	mr := regexp.MustCompile(`"Radius": ?([0-9.e+-]+)`).FindStringSubmatch(out)
+	if mr == nil {
+		t.Fatalf("no radius in the recorded description:\n%s", out)
+	}
+	if r, _ := strconv.ParseFloat(mr[1], 64); math.Abs(r-m.Radius) > 1e-9*m.Radius {
+		t.Fatalf("recorded radius %v, the in-process fit's %v", r, m.Radius)
+	}
+	x, y := m.Extremes()
+	pair, _ := json.Marshal([][]float64{x, y})
+
+	for _, tc := range []struct {
+		name   string
+		inputs []string
+	}{
+		{"default candidates", nil},
+		{"the extreme pair", []string{"--inputs", string(pair)}},
+	} {
+		args := append([]string{"audit", "encode:ta", "--db", db, "--eps", "1", "--samples", "100000"}, tc.inputs...)
+		out := run(args...)
+		got := auditRowRE.FindStringSubmatch(out)
+		if got == nil || got[7] != "PASS" {
+			t.Fatalf("%s: no PASS row in\n%s", tc.name, out)
+		}
+		point, _ := strconv.ParseFloat(got[4], 64)
+		t.Logf("%s: ε̂ point %s, lower %s, effective ε %s", tc.name, got[4], got[5], got[3])
+		if tc.inputs != nil && (point < 0.8 || point > 1.2) {
+			t.Errorf("%s: point estimate %v, want about ε = 1 (encodings Δ1 apart)\n%s", tc.name, point, out)
+		}
+	}
+}
+
+func ones30() []float64 {
+	w := make([]float64, 30)
+	for i := range w {
+		w[i] = 1
+	}
+	return w
+}
