@@ -76,8 +76,7 @@ func TestTaskAwareLinearAudit(t *testing.T) {
 	if r, _ := strconv.ParseFloat(mr[1], 64); math.Abs(r-m.Radius) > 1e-9*m.Radius {
 		t.Fatalf("recorded radius %v, the in-process fit's %v", r, m.Radius)
 	}
-	x, y := m.Extremes()
-	pair, _ := json.Marshal([][]float64{x, y})
+	pair, _ := json.Marshal(m.ExtremeVertices)
 
 	for _, tc := range []struct {
 		name   string
@@ -86,7 +85,7 @@ func TestTaskAwareLinearAudit(t *testing.T) {
 		{"default candidates", nil},
 		{"the extreme pair", []string{"--inputs", string(pair)}},
 	} {
-		args := append([]string{"audit", "encode:ta", "--db", db, "--eps", "1", "--samples", "100000"}, tc.inputs...)
+		args := append([]string{"audit", "encode:ta", "--db", db, "--eps", "1", "--samples", "300000"}, tc.inputs...)
 		out := run(args...)
 		got := auditRowRE.FindStringSubmatch(out)
 		if got == nil || got[7] != "PASS" {

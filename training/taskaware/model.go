@@ -74,6 +74,9 @@ type Model struct {
 	Loss             float64 `json:"loss"`
 	LossMean         float64 `json:"loss_mean"`
 	LossTaskAgnostic float64 `json:"loss_task_agnostic"`
+	// ExtremeVertices are two opposite vertices of the box whose encodings
+	// are Δ1 apart ([Model.Extremes]), for an auditor's --inputs.
+	ExtremeVertices [][]float64 `json:"extreme_vertices"`
 
 	mid []float64
 }
@@ -253,6 +256,8 @@ func Fit(p Params, inputDim int, next func() ([][]float32, error)) (*Model, erro
 	if err := m.init(); err != nil {
 		return nil, err
 	}
+	x, y := m.Extremes()
+	m.ExtremeVertices = [][]float64{x, y}
 	return m, nil
 }
 

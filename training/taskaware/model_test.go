@@ -2,6 +2,7 @@ package taskaware
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -228,7 +229,10 @@ func TestEncodeDelta1Adversarial(t *testing.T) {
 				cands = append(cands, x)
 			}
 		}
-		ex, ey := m.Extremes()
+		ex, ey := m.ExtremeVertices[0], m.ExtremeVertices[1]
+		if x, y := m.Extremes(); fmt.Sprint(x, y) != fmt.Sprint(ex, ey) {
+			t.Fatalf("%d features: the recorded extreme vertices %v, %v; Extremes %v, %v", cols, ex, ey, x, y)
+		}
 		x32, y32 := make([]float32, cols), make([]float32, cols)
 		for j := range ex {
 			x32[j], y32[j] = float32(ex[j]), float32(ey[j])
