@@ -280,26 +280,30 @@ func wireError(err error) error {
 }
 
 // Errors quote values (GMS's "string 'xxx…' is too large for column", conversion errors), whole: a
-// 16 MB BLOB came back as a 16 MB message. MySQL cuts them; shortenQuoted keeps the first
-// quotedKeep bytes of every quoted run longer than quotedMax and says how long it was.
+// 16 MB BLOB came back as a 16 MB message. MySQL cuts them; shortenQuoted keeps the first quotedKeep
+// bytes of every quoted run longer than quotedMax and says how long it was. A quote opens only after
+// a space or an opening bracket, so that an apostrophe ("column's") is not taken for one, and messages
+// of a normal length are left alone.
 const (
 	quotedMax  = 64
 	quotedKeep = 40
+	longError  = 256
 )
 
-var longQuoted = regexp.MustCompile(`'[^']{` + strconv.Itoa(quotedMax+1) + `,}'`)
+var longQuoted = regexp.MustCompile(`(^|[\s(\[=,:])'([^']{` + strconv.Itoa(quotedMax+1) + `,})'`)
 
 func shortenQuoted(msg string) string {
-	if len(msg) <= quotedMax {
+	if len(msg) <= longError {
 		return msg
 	}
-	return longQuoted.ReplaceAllStringFunc(msg, func(q string) string {
-		inner := q[1 : len(q)-1]
+	return longQuoted.ReplaceAllStringFunc(msg, func(m string) string {
+		open := strings.IndexByte(m, '\'')
+		inner := m[open+1 : len(m)-1]
 		cut := quotedKeep
 		for cut > 0 && !utf8.RuneStart(inner[cut]) {
 			cut--
 		}
-		return fmt.Sprintf("'%s…' (%d bytes)", inner[:cut], len(inner))
+		return fmt.Sprintf("%s'%s…' (%d bytes)", m[:open], inner[:cut], len(inner))
 	})
 }
 

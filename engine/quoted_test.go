@@ -23,3 +23,16 @@ func TestWireErrorShortensQuotedValues(t *testing.T) {
 		t.Errorf("a short quote changed: %v", got)
 	}
 }
+
+// Apostrophes are not quotes, and a message of a normal length is left as it is.
+func TestShortenQuotedLeavesProse(t *testing.T) {
+	prose := "LDP_ENCODE(col, eps): the two-argument form releases a column of a table with the column's default mechanism, and LDP_VECTOR(1, 2) is not one (an expression, or a column computed in a derived table or view); write LDP_ENCODE(LDP_VECTOR(1, 2), eps, 'mechanism')"
+	if got := shortenQuoted(prose); got != prose {
+		t.Errorf("changed:\n%s", got)
+	}
+	long := prose + " value '" + strings.Repeat("v", 500) + "' and the user's " + strings.Repeat("w", 300)
+	want := prose + " value '" + strings.Repeat("v", 40) + "…' (500 bytes) and the user's " + strings.Repeat("w", 300)
+	if got := shortenQuoted(long); got != want {
+		t.Errorf("long message:\n%s", got)
+	}
+}
