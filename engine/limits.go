@@ -232,13 +232,13 @@ func (h cancelOnDisconnect) ConnectionClosed(c *mysql.Conn) {
 func (h cancelOnDisconnect) ComQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) error {
 	ctx, stop := watchClient(ctx, c)
 	defer stop()
-	return wireError(h.Handler.ComQuery(ctx, c, query, callback))
+	return wireError(h.Handler.ComQuery(ctx, c, query, withReadableInfo(callback)))
 }
 
 func (h cancelOnDisconnect) ComMultiQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) (string, error) {
 	ctx, stop := watchClient(ctx, c)
 	defer stop()
-	rest, err := h.Handler.ComMultiQuery(ctx, c, query, callback)
+	rest, err := h.Handler.ComMultiQuery(ctx, c, query, withReadableInfo(callback))
 	return rest, wireError(err)
 }
 
@@ -253,6 +253,23 @@ func (h cancelOnDisconnect) ComStmtExecute(ctx context.Context, c *mysql.Conn, p
 	ctx, stop := watchClient(ctx, c)
 	defer stop()
 	return wireError(h.Handler.ComStmtExecute(ctx, c, prepare, callback))
+}
+
+// okInfoPrefix is the byte vitess writes before an OK packet's info text ('#', 35), where the protocol has
+// the text's length-encoded size: MariaDB's client reads it as one, and an info shorter than 35 bytes
+// (PREPARE's "Statement prepared") made it fail with "ERROR 2027 Received malformed packet".
+const okInfoPrefix = '#'
+
+// withReadableInfo pads an OK packet's info text to at least okInfoPrefix bytes with trailing spaces, so
+// that the size a MariaDB or MySQL client reads never runs past the packet; longer texts already read
+// whole, as clients show the info up to the packet's end.
+func withReadableInfo(callback mysql.ResultSpoolFn) mysql.ResultSpoolFn {
+	return func(res *sqltypes.Result, more bool) error {
+		if res != nil && len(res.Fields) == 0 && res.Info != "" && len(res.Info) < okInfoPrefix {
+			res.Info += strings.Repeat(" ", okInfoPrefix-len(res.Info))
+		}
+		return callback(res, more)
+	}
 }
 
 // wireError gives MySQL's codes to two errors GMS sends as 1105 (ER_UNKNOWN_ERROR): a statement stopped by

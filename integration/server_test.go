@@ -346,3 +346,19 @@ func TestMySQLCommandLineClient(t *testing.T) {
 		t.Fatalf("bad input through the mysql client: err %v, output %s", err, out)
 	}
 }
+
+// SQL-level prepared statements through the mysql CLI: PREPARE's OK packet carries an info text
+// ("Statement prepared") that the MariaDB client once rejected as a malformed packet.
+func TestMySQLCommandLinePreparedStatements(t *testing.T) {
+	client := mariaDBTool(t, "mysql")
+	s := startServer(t, filepath.Join(t.TempDir(), "data.duckdb"))
+	host, port, _ := strings.Cut(s.addr, ":")
+	out, err := exec.Command(client, "-h", host, "-P", port, "-u", "root", "--batch", "ldpsql", "-e",
+		"CREATE TABLE p (id INT PRIMARY KEY, y INT); INSERT INTO p VALUES (1, 10), (2, 20);"+
+			"PREPARE s FROM 'SELECT y FROM p WHERE id = ?'; SET @id = 2; EXECUTE s USING @id;"+
+			"PREPARE u FROM 'UPDATE p SET y = ? WHERE id = ?'; SET @y = 7; EXECUTE u USING @y, @id;"+
+			"DEALLOCATE PREPARE s; SELECT id, y FROM p ORDER BY id").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "y\n20\n") || !strings.Contains(string(out), "id\ty\n1\t10\n2\t7\n") {
+		t.Fatalf("prepared statements through the mysql client (err %v):\n%s", err, out)
+	}
+}
