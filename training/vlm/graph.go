@@ -7,6 +7,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/ldpsql/ldpsql/training/nn/graph"
 )
 
 // priorScale is b₀ of the prior Laplace(0, 1/√2) (unit variance).
@@ -152,21 +154,6 @@ func nllRows(likelihood string, x, a *G.Node) (rows *G.Node, constant float64, e
 	return nil, 0, fmt.Errorf("likelihood %q", likelihood)
 }
 
-// dense applies x·W + b, then ReLU if relu.
-func dense(x, w, b *G.Node, relu bool) (*G.Node, error) {
-	h, err := G.Mul(x, w)
-	if err != nil {
-		return nil, err
-	}
-	if h, err = G.BroadcastAdd(h, b, nil, []byte{0}); err != nil {
-		return nil, err
-	}
-	if relu {
-		return G.Rectify(h)
-	}
-	return h, nil
-}
-
 // trainGraph is the VLM's training graph for one batch shape.
 type trainGraph struct {
 	g *G.ExprGraph
@@ -228,7 +215,7 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 	var err error
 	for i := range m.enc {
 		w, b := param(fmt.Sprintf("enc%d", i), &m.enc[i])
-		if h, err = dense(h, w, b, i < len(m.enc)-1); err != nil {
+		if h, err = graph.Dense(h, w, b, reluIf(i < len(m.enc)-1)); err != nil {
 			return nil, fmt.Errorf("encoder layer %d: %w", i, err)
 		}
 	}
@@ -262,7 +249,7 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 	a := z
 	for i := range m.dec {
 		w, bb := param(fmt.Sprintf("dec%d", i), &m.dec[i])
-		if a, err = dense(a, w, bb, i < len(m.dec)-1); err != nil {
+		if a, err = graph.Dense(a, w, bb, reluIf(i < len(m.dec)-1)); err != nil {
 			return nil, fmt.Errorf("decoder layer %d: %w", i, err)
 		}
 	}
@@ -303,11 +290,11 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 // copyWeights copies the parameter values of the graph into m.
 func (tg *trainGraph) copyWeights(m *Model) error {
 	for i, l := range m.layers() {
-		w, err := f32s(tg.params[2*i].Value())
+		w, err := graph.F32s(tg.params[2*i].Value())
 		if err != nil {
 			return err
 		}
-		b, err := f32s(tg.params[2*i+1].Value())
+		b, err := graph.F32s(tg.params[2*i+1].Value())
 		if err != nil {
 			return err
 		}
@@ -318,11 +305,19 @@ func (tg *trainGraph) copyWeights(m *Model) error {
 		copy(l.b, b)
 	}
 	if tg.logb != nil {
-		v, err := f32s(tg.logb.Value())
+		v, err := graph.F32s(tg.logb.Value())
 		if err != nil {
 			return err
 		}
 		m.bTrain = float32(math.Exp(float64(v[0])))
 	}
 	return nil
+}
+
+// reluIf is ReLU for hidden layers, identity for output layers.
+func reluIf(hidden bool) graph.Activation {
+	if hidden {
+		return graph.ReLU
+	}
+	return graph.Identity
 }

@@ -8,6 +8,8 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // evalGraph builds a float64 graph with the given parameter values (matrices
@@ -287,7 +289,7 @@ func TestStdLaplace(t *testing.T) {
 	const n = 200000
 	var s, s2, abs float64
 	for range n {
-		x := stdLaplace(r)
+		x := nn.StdLaplace(r)
 		if math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > 40 {
 			t.Fatalf("sample %v", x)
 		}
@@ -483,7 +485,7 @@ func TestTrainGraphEndToEnd(t *testing.T) {
 				}
 			}
 			for k := range xi[i] {
-				xi[i][k] = stdLaplace(r)
+				xi[i][k] = nn.StdLaplace(r)
 			}
 		}
 		w := []float64{1.0 / 3, 1.0 / 3, 1.0 / 3, 0}

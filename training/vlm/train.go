@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
-	"unsafe"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/ldpsql/ldpsql/training/nn"
+	"github.com/ldpsql/ldpsql/training/nn/graph"
 )
 
 // PCG stream identifiers: one independent stream per use of randomness.
@@ -116,7 +115,7 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 			}
 		}
 		for i := range xiBuf {
-			xiBuf[i] = float32(stdLaplace(noise))
+			xiBuf[i] = float32(nn.StdLaplace(noise))
 		}
 		if err := vm.RunAll(); err != nil {
 			return 0, err
@@ -124,7 +123,7 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 		loss := float64(tg.loss.Value().Data().(float32))
 		for i, p := range tg.params { // looked up every step: the machine owns the tensors
 			var err error
-			if segW[i], segG[i], err = weightsGrads(p); err != nil {
+			if segW[i], segG[i], err = graph.WeightsGrads(p); err != nil {
 				return 0, err
 			}
 		}
@@ -148,35 +147,15 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 	return m, nil
 }
 
-// graphMu serialises building and compiling gorgonia graphs: gorgonia v0.9.18
-// keeps unsynchronised package-level state there (op groups, shared
-// constant nodes), which concurrent Train calls would race on. Running the
-// compiled machines concurrently is safe.
-var graphMu sync.Mutex
-
 func compileTrainGraph(m *Model, bs int) (tg *trainGraph, vm G.VM, err error) {
-	graphMu.Lock()
-	defer graphMu.Unlock()
-	defer func() {
-		if r := recover(); r != nil { // NewTapeMachine panics on compile errors
-			err = fmt.Errorf("%v", r)
+	vm, err = graph.Compile(func() (*G.ExprGraph, []*G.Node, error) {
+		var err error
+		if tg, err = newTrainGraph(m, bs); err != nil {
+			return nil, nil, err
 		}
-	}()
-	if tg, err = newTrainGraph(m, bs); err != nil {
-		return nil, nil, err
-	}
-	return tg, G.NewTapeMachine(tg.g, G.BindDualValues(tg.params...)), nil
-}
-
-// stdLaplace draws ξ ~ Laplace(0, 1) as −sign(u)·log(1 − 2|u|), u ~ U(−½, ½).
-// u is drawn from the 2⁵³ multiples of 2⁻⁵³ in [0, 1) shifted by −½, so
-// 1 − 2|u| ≥ 2⁻⁵² > 0 and the log is finite (|ξ| ≤ 36); u = 0 gives 0.
-func stdLaplace(r *rand.Rand) float64 {
-	u := r.Float64() - 0.5
-	if u < 0 {
-		return math.Log1p(2 * u) // = −(−1)·(−log(1 − 2|u|))
-	}
-	return -math.Log1p(-2 * u)
+		return tg.g, tg.params, nil
+	})
+	return tg, vm, err
 }
 
 // initWeights draws the initial weights (see the package doc): He-uniform
@@ -225,39 +204,6 @@ func (m *Model) checkFinite() error {
 		return fmt.Errorf("vlm: training diverged: scale b = %v", b)
 	}
 	return nil
-}
-
-// f32s returns the backing float32 slice of a dense tensor or a scalar.
-func f32s(v G.Value) ([]float32, error) {
-	switch v := v.(type) {
-	case *tensor.Dense:
-		d, ok := v.Data().([]float32)
-		if !ok {
-			return nil, fmt.Errorf("dtype %v, want float32", v.Dtype())
-		}
-		return d, nil
-	case *G.F32:
-		return unsafe.Slice((*float32)(v), 1), nil
-	}
-	return nil, fmt.Errorf("unsupported value type %T", v)
-}
-
-// weightsGrads returns the current value and gradient slices of parameter p.
-func weightsGrads(p *G.Node) (w, g []float32, err error) {
-	if w, err = f32s(p.Value()); err != nil {
-		return nil, nil, fmt.Errorf("parameter %s: %w", p.Name(), err)
-	}
-	gv, err := p.Grad()
-	if err != nil {
-		return nil, nil, fmt.Errorf("parameter %s has no gradient: %w", p.Name(), err)
-	}
-	if g, err = f32s(gv); err != nil {
-		return nil, nil, fmt.Errorf("gradient of %s: %w", p.Name(), err)
-	}
-	if len(g) != len(w) {
-		return nil, nil, fmt.Errorf("gradient of %s has %d values, want %d", p.Name(), len(g), len(w))
-	}
-	return w, g, nil
 }
 
 // chooseLikelihood is Bernoulli when every value lies in [0, 1] (pixel

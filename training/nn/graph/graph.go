@@ -1,0 +1,121 @@
+// Package graph holds the gorgonia building blocks that the models trained through a gorgonia graph
+// share (the VLM, the task-aware encoders): dense layers, parameters as float32 tensors, one lock
+// around graph building and compiling, and the value/gradient views that nn.Adam steps in place.
+package graph
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"unsafe"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Activation is what a dense layer applies after x·W + b.
+type Activation string
+
+const (
+	Identity Activation = "identity"
+	ReLU     Activation = "relu"
+	Sigmoid  Activation = "sigmoid"
+)
+
+// Valid reports whether a is one of the activations Dense knows.
+func (a Activation) Valid() bool { return a == Identity || a == ReLU || a == Sigmoid }
+
+// Apply is a's scalar function, for forward passes outside a graph.
+func (a Activation) Apply(v float64) float64 {
+	switch a {
+	case ReLU:
+		return max(v, 0)
+	case Sigmoid:
+		return 1 / (1 + math.Exp(-v))
+	}
+	return v
+}
+
+// Dense applies x·W + b (x of shape (B, in), W (in, out), b (1, out)), then act.
+func Dense(x, w, b *G.Node, act Activation) (*G.Node, error) {
+	h, err := G.Mul(x, w)
+	if err != nil {
+		return nil, err
+	}
+	if h, err = G.BroadcastAdd(h, b, nil, []byte{0}); err != nil {
+		return nil, err
+	}
+	switch act {
+	case ReLU:
+		return G.Rectify(h)
+	case Sigmoid:
+		return G.Sigmoid(h)
+	case Identity:
+		return h, nil
+	}
+	return nil, fmt.Errorf("activation %q", act)
+}
+
+// Matrix returns a float32 matrix node of shape (rows, cols) holding a copy of values (row-major):
+// the caller's slice never shares memory with gorgonia, which pools tensors.
+func Matrix(g *G.ExprGraph, name string, rows, cols int, values []float32) *G.Node {
+	return G.NewMatrix(g, tensor.Float32, G.WithShape(rows, cols), G.WithName(name),
+		G.WithValue(tensor.New(tensor.WithShape(rows, cols), tensor.WithBacking(slices.Clone(values)))))
+}
+
+// mu serialises building and compiling gorgonia graphs: gorgonia v0.9.18 keeps unsynchronised
+// package-level state there (op groups, shared constant nodes), which concurrent training runs — of
+// any model — would race on. Running compiled machines concurrently is safe.
+var mu sync.Mutex
+
+// Compile builds a graph with build (under the lock every model shares) and returns its tape machine,
+// with dual values bound for the parameters build returns (the nodes gradients are taken for).
+func Compile(build func() (*G.ExprGraph, []*G.Node, error)) (vm G.VM, err error) {
+	mu.Lock()
+	defer mu.Unlock()
+	defer func() {
+		if r := recover(); r != nil { // NewTapeMachine panics on compile errors
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	g, params, err := build()
+	if err != nil {
+		return nil, err
+	}
+	return G.NewTapeMachine(g, G.BindDualValues(params...)), nil
+}
+
+// F32s returns the backing float32 slice of a dense tensor or a scalar.
+func F32s(v G.Value) ([]float32, error) {
+	switch v := v.(type) {
+	case *tensor.Dense:
+		d, ok := v.Data().([]float32)
+		if !ok {
+			return nil, fmt.Errorf("dtype %v, want float32", v.Dtype())
+		}
+		return d, nil
+	case *G.F32:
+		return unsafe.Slice((*float32)(v), 1), nil
+	}
+	return nil, fmt.Errorf("unsupported value type %T", v)
+}
+
+// WeightsGrads returns the current value and gradient slices of parameter p, views into the machine's
+// tensors: look them up after every run, as the machine owns them.
+func WeightsGrads(p *G.Node) (w, g []float32, err error) {
+	if w, err = F32s(p.Value()); err != nil {
+		return nil, nil, fmt.Errorf("parameter %s: %w", p.Name(), err)
+	}
+	gv, err := p.Grad()
+	if err != nil {
+		return nil, nil, fmt.Errorf("parameter %s has no gradient: %w", p.Name(), err)
+	}
+	if g, err = F32s(gv); err != nil {
+		return nil, nil, fmt.Errorf("gradient of %s: %w", p.Name(), err)
+	}
+	if len(g) != len(w) {
+		return nil, nil, fmt.Errorf("gradient of %s has %d values, want %d", p.Name(), len(g), len(w))
+	}
+	return w, g, nil
+}
