@@ -9,8 +9,9 @@
 // gradient's float types: the moments are kept in the gradient's precision.
 //
 // The numeric core stays where it was measured fastest for each model (not re-decided here): the VLM
-// and the task-aware encoders train through gorgonia graphs built from package graph's layers (whose parameter and gradient tensors the optimiser updates in place,
-// Adam.StepSegments) and encodes with BLAS kernels; the classifier's objectives use hand-blocked gonum
-// BLAS kernels over feature-major blocks. Unifying the VLM's training and inference passes is left to
-// the models that need it (issue #17, item 1, not done: see README).
+// and the task-aware encoders train through gorgonia graphs built from package nn/graph's layers (the
+// optimiser updates their parameter and gradient tensors in place, Adam.StepSegments), and the VLM
+// encodes with BLAS kernels; the classifier's objectives use hand-blocked gonum BLAS kernels over
+// feature-major blocks. Unifying the VLM's training and inference passes is left to the models that
+// need it (issue #17, item 1, not done: see README).
 package nn
