@@ -1,6 +1,6 @@
 //go:build openblas
 
-package vlm
+package graph
 
 /*
 #cgo LDFLAGS: -lopenblas
@@ -12,7 +12,7 @@ void openblas_set_num_threads(int);
 void gotoblas_dynamic_init(void);
 void gotoblas_dynamic_quit(void);
 
-// vlm_fix_openblas_core re-selects OpenBLAS's kernels when its run-time CPU
+// graph_fix_openblas_core re-selects OpenBLAS's kernels when its run-time CPU
 // detection (DYNAMIC_ARCH builds, as Debian's) did not recognise the CPU and
 // fell back to the generic "Prescott" SSE3 kernels, as OpenBLAS 0.3.21 does on
 // Intel CPUs newer than it (e.g. family 6 model 207): it then picks the
@@ -22,7 +22,7 @@ void gotoblas_dynamic_quit(void);
 // builds without dynamic architecture selection (the symbols are then
 // missing and linking fails: build without -tags openblas there). It runs
 // from a Go init, before any BLAS call. Returns the core name in use.
-static const char *vlm_fix_openblas_core(void) {
+static const char *graph_fix_openblas_core(void) {
 	const char *core = openblas_get_corename();
 	if (getenv("OPENBLAS_CORETYPE") != NULL || core == NULL || strcasecmp(core, "prescott") != 0) {
 		return core;
@@ -59,8 +59,8 @@ import (
 	G "gorgonia.org/gorgonia"
 )
 
-// With -tags openblas, gonum's blas32/blas64 (Encode, Decode) and gorgonia
-// (training) use OpenBLAS through gonum.org/v1/netlib (Debian:
+// With -tags openblas, gonum's blas32/blas64 (the VLM's Encode and Decode) and
+// gorgonia (every graph-trained model) use OpenBLAS through gonum.org/v1/netlib (Debian:
 // libopenblas-dev). This changes the process-wide BLAS of gonum and gorgonia.
 //
 // OpenBLAS is set to one thread: its idle worker threads spin (sched_yield)
@@ -69,7 +69,7 @@ import (
 // half of Encode's rows); this package parallelises across rows itself.
 // Measured on 2 cores: 9.4 s per epoch with one thread, 12.8 s with two.
 func init() {
-	BLAS = "openblas (" + C.GoString(C.vlm_fix_openblas_core()) + ", 1 thread)"
+	BLAS = "openblas (" + C.GoString(C.graph_fix_openblas_core()) + ", 1 thread)"
 	C.openblas_set_num_threads(1)
 	blas32.Use(netlib.Implementation{})
 	blas64.Use(netlib.Implementation{})

@@ -1,6 +1,6 @@
 //go:build openblas
 
-package vlm
+package graph
 
 import (
 	"math/rand/v2"

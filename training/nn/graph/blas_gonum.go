@@ -1,6 +1,6 @@
 //go:build !openblas
 
-package vlm
+package graph
 
 // BLAS names the BLAS implementation in use: gonum's pure-Go one (build with
 // -tags openblas for OpenBLAS).
