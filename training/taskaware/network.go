@@ -388,3 +388,32 @@ func clipL1f(v []float32, l float64) {
 		v[i] *= f
 	}
 }
+
+// Extremes returns, for a linear encoder, two opposite vertices of the input box whose encodings are
+// Δ1 apart in ℓ1 (the pair an auditor should try); nil for the mlp encoder, whose bound over the
+// sigmoid layer's box no input need attain, and for the task-agnostic design.
+func (m *Network) Extremes() (x, y []float64) {
+	if len(m.Enc) != 1 {
+		return nil, nil
+	}
+	l := &m.Enc[0]
+	a := make([][]float64, l.Out)
+	for o := range a {
+		a[o] = make([]float64, l.In)
+		for i := range l.In {
+			a[o][i] = float64(l.W[i*l.Out+o])
+		}
+	}
+	_, s, err := BoxL1Diameter(a, m.widths())
+	if err != nil {
+		return nil, nil
+	}
+	x, y = make([]float64, m.InputDim), make([]float64, m.InputDim)
+	for j, sj := range s {
+		x[j], y[j] = m.Lo[j], m.Hi[j]
+		if sj > 0 {
+			x[j], y[j] = m.Hi[j], m.Lo[j]
+		}
+	}
+	return x, y
+}
