@@ -262,8 +262,8 @@ func TestTaskAwareRegression(t *testing.T) {
 
 func TestTrainConfigErrors(t *testing.T) {
 	for raw, want := range map[string]string{
-		`{"eps": 5}`:                                   `give "label"`,
-		`{"label": "y"}`:                               "eps = 0",
+		`{"eps": 5}`:     `give "label"`,
+		`{"label": "y"}`: "eps = 0",
 		`{"label": "y", "eps": 5, "task": "ranking"}`:  `task = "ranking": want one of`,
 		`{"label": "y", "eps": 5, "epochs": 0}`:        "epochs = 0: want a positive value",
 		`{"label": "y", "eps": 5, "z": 17}`:            "z = 17",
