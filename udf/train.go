@@ -39,8 +39,11 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	if err := checkName(fn+": mechanism", name); err != nil {
 		return nil, err
 	}
+	if kind == "task_aware" {
+		return p.trainTaskAware(ctx, name, auxTable, featuresCol, params)
+	}
 	if kind != "vlm" {
-		return nil, fmt.Errorf("%s: kind %q cannot be trained (trainable: vlm); fit 'pca' or 'identity' with ldp_fit_mechanism", fn, kind)
+		return nil, fmt.Errorf("%s: kind %q cannot be trained (trainable: vlm, task_aware); fit 'pca', 'identity' or 'task_aware_linear' with ldp_fit_mechanism", fn, kind)
 	}
 	trainParams, diag, err := splitDiagnosticParams(fn, params)
 	if err != nil {
