@@ -74,8 +74,12 @@ type reproConfig struct {
 var reproMechanisms = []string{"vlm", "pca", "laplace", "duchi"}
 
 func reproCmd(args []string, stdout, stderr io.Writer) error {
+	if len(args) >= 1 && args[0] == "task-aware" {
+		return reproTaskAwareCmd(args[1:], stdout, stderr)
+	}
 	if len(args) < 1 || args[0] != "data-collection" {
-		return fmt.Errorf("usage: ldpsql repro data-collection --dataset fashion-mnist [--out DIR] [--trials N] [--quick]")
+		return fmt.Errorf("usage: ldpsql repro data-collection --dataset fashion-mnist [--out DIR] [--trials N] [--quick]\n" +
+			"       ldpsql repro task-aware --dataset breast-cancer [--out DIR] [--trials N] [--epochs N] [--eps LIST]")
 	}
 	fs := newFlagSet("repro data-collection", `Run the thesis's Table 4.1 data-collection experiment end to end through the SQL functions and
 jobs: mechanisms trained on D1 (45,000 unlabelled images), D2 (15,000) privatised at each ε with λ = 0.7

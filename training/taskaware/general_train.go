@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -37,6 +38,12 @@ const (
 // The baselines train the same networks differently (Design). Rows and labels stay the caller's.
 // progress, if not nil, is called after every epoch (the task model's epochs are restart 1 of 2).
 func Train(ctx context.Context, c TrainConfig, rows [][]float32, labels []float64, progress func(nn.Progress)) (*Network, error) {
+	return TrainFrom(ctx, c, nil, rows, labels, progress)
+}
+
+// TrainFrom is Train with the task model of base, a network trained on the same rows, labels and task
+// (an experiment's designs and ε values share one f); nil trains f.
+func TrainFrom(ctx context.Context, c TrainConfig, base *Network, rows [][]float32, labels []float64, progress func(nn.Progress)) (*Network, error) {
 	if err := trainSpec.Wrap(c.validate()); err != nil {
 		return nil, err
 	}
@@ -62,35 +69,22 @@ func Train(ctx context.Context, c TrainConfig, rows [][]float32, labels []float6
 		return nil, err
 	}
 
-	// The task model f.
-	hidden := c.TaskHidden
-	if hidden == 0 {
-		hidden = int(math.Ceil(1.5 * float64(n)))
-	}
-	if c.TaskModel == EncoderLinear {
-		m.F = []Layer{newLayer(n, k, graph.Identity)}
-	} else {
-		m.F = []Layer{newLayer(n, hidden, graph.ReLU), newLayer(hidden, k, graph.Identity)}
-	}
-	init := rand.New(rand.NewPCG(c.Seed, streamTaskInit))
-	for i := range m.F {
-		m.F[i].init(init)
-	}
 	t := trainer{c: c, m: m, u: u, targets: targets, k: k, n: len(rows), bs: c.batchSize(len(rows))}
-	total := c.TaskEpochs + c.Epochs
+	total := c.Epochs
 	if c.Design == DesignPrivacyAgnostic {
 		total += c.Epochs
 	}
-	// Progress counts the task model's training as start 1 of 2, the encoder's as start 2.
-	loss, err := t.fitTaskModel(ctx, nn.Loop{Epochs: c.TaskEpochs, BatchSize: t.bs, Shuffle: rand.New(rand.NewPCG(c.Seed, streamTaskShuf)),
-		Restart: 1, Restarts: 2, LaterEpochs: total - c.TaskEpochs, Progress: progress})
-	if err != nil {
+	if base != nil {
+		if base.Task != c.Task || base.InputDim != n || base.N != len(rows) || base.Classes != m.Classes {
+			return nil, errors.New("task_aware: the base network's task model was trained on other rows or for another task")
+		}
+		m.F, m.TaskLoss = cloneLayers(base.F), base.TaskLoss
+	} else if err := t.taskModel(ctx, total, progress); err != nil {
 		return nil, err
 	}
-	m.TaskLoss = loss
 
 	// Encoder and decoder.
-	init = rand.New(rand.NewPCG(c.Seed, streamEncInit))
+	init := rand.New(rand.NewPCG(c.Seed, streamEncInit))
 	if c.Design != DesignTaskAgnostic {
 		if c.Encoder == EncoderMLP {
 			m.Enc = []Layer{newLayer(n, n, graph.Sigmoid), newLayer(n, m.Z, graph.Identity)}
@@ -114,6 +108,7 @@ func Train(ctx context.Context, c TrainConfig, rows [][]float32, labels []float6
 	loop := func(epochs, later int) nn.Loop {
 		return nn.Loop{Epochs: epochs, BatchSize: t.bs, Shuffle: shuffle, Restart: 2, Restarts: 2, LaterEpochs: later, Progress: progress}
 	}
+	var loss float64
 	switch c.Design {
 	case DesignTaskAware:
 		loss, err = t.fitCodec(ctx, loop(c.Epochs, 0), codecPhase{trainEnc: true, eta: c.Eta, noise: noise, quietFirst: true})
@@ -525,4 +520,38 @@ func wrapTrainErr(ctx context.Context, what string, err error) error {
 		return ctxErr
 	}
 	return fmt.Errorf("task_aware: training the %s: %w", what, err)
+}
+
+// taskModel trains f; later is the encoder's epochs still to come, for the ETA.
+func (t *trainer) taskModel(ctx context.Context, later int, progress func(nn.Progress)) error {
+	c, m, n, k := t.c, t.m, t.m.InputDim, t.k
+	hidden := c.TaskHidden
+	if hidden == 0 {
+		hidden = int(math.Ceil(1.5 * float64(n)))
+	}
+	if c.TaskModel == EncoderLinear {
+		m.F = []Layer{newLayer(n, k, graph.Identity)}
+	} else {
+		m.F = []Layer{newLayer(n, hidden, graph.ReLU), newLayer(hidden, k, graph.Identity)}
+	}
+	init := rand.New(rand.NewPCG(c.Seed, streamTaskInit))
+	for i := range m.F {
+		m.F[i].init(init)
+	}
+	// Progress counts the task model's training as start 1 of 2, the encoder's as start 2.
+	loss, err := t.fitTaskModel(ctx, nn.Loop{Epochs: c.TaskEpochs, BatchSize: t.bs, Shuffle: rand.New(rand.NewPCG(c.Seed, streamTaskShuf)),
+		Restart: 1, Restarts: 2, LaterEpochs: later, Progress: progress})
+	if err != nil {
+		return err
+	}
+	m.TaskLoss = loss
+	return nil
+}
+
+func cloneLayers(ls []Layer) []Layer {
+	out := make([]Layer, len(ls))
+	for i, l := range ls {
+		out[i] = Layer{In: l.In, Out: l.Out, W: slices.Clone(l.W), B: slices.Clone(l.B), Act: l.Act}
+	}
+	return out
 }
