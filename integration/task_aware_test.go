@@ -106,3 +106,72 @@ func ones30() []float64 {
 	}
 	return w
 }
+
+var hexRE = regexp.MustCompile(`[0-9A-F]{200,}`)
+
+// The trained task-aware mechanism through the CLI: `ldpsql train --kind task_aware` on 200 labelled
+// min-max WDBC rows (linear encoder, Z = 3), then `ldpsql audit encode:ta` at ε = 1 on the two opposite
+// vertices the artifact records: they encode Δ1 apart, so the point estimate is ε itself and the audit
+// passes (the declared radius Δ1/2 has no slack, and is enough).
+func TestTaskAwareTrainedAudit(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "tat.duckdb")
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(ldpsqlBin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ldpsql %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	w, err := datasets.LoadWDBC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	for i := range 200 {
+		s := make([]string, 30)
+		for j := range s {
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, r := range w.Features {
+				lo, hi = min(lo, r[j]), max(hi, r[j])
+			}
+			s[j] = strconv.FormatFloat((w.Features[i][j]-lo)/(hi-lo), 'g', 7, 64)
+		}
+		vals = append(vals, "("+strconv.Itoa(i+1)+", LDP_VECTOR("+strings.Join(s, ", ")+"), "+strconv.Itoa(w.Labels[i])+")")
+	}
+	run("sql", "--db", db, "-e", "CREATE TABLE aux (id INT PRIMARY KEY, features LONGBLOB NOT NULL, label INT NOT NULL); "+
+		"INSERT INTO aux VALUES "+strings.Join(vals, ", "))
+	out := run("train", "--db", db, "--kind", "task_aware", "--name", "ta", "--table", "aux",
+		"--params", `{"label": "label", "eps": 5, "z": 3, "epochs": 40, "task_epochs": 200}`)
+	if !strings.Contains(out, `mechanism "ta" is registered`) {
+		t.Fatalf("ldpsql train:\n%s", out)
+	}
+	hex := hexRE.FindString(run("sql", "--db", db, "-e", "SELECT HEX(artifact) FROM ldpsql_catalog.ldp_models WHERE name = 'ta'"))
+	art := make([]byte, len(hex)/2)
+	for i := range art {
+		v, err := strconv.ParseUint(hex[2*i:2*i+2], 16, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		art[i] = byte(v)
+	}
+	m, err := taskaware.LoadNetwork(art)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.ExtremeVertices) != 2 || m.Z != 3 {
+		t.Fatalf("Z = %d, extreme vertices %v", m.Z, m.ExtremeVertices)
+	}
+	pair, _ := json.Marshal(m.ExtremeVertices)
+	out = run("audit", "encode:ta", "--db", db, "--eps", "1", "--samples", "300000", "--inputs", string(pair))
+	got := auditRowRE.FindStringSubmatch(out)
+	if got == nil || got[7] != "PASS" {
+		t.Fatalf("no PASS row in\n%s", out)
+	}
+	point, _ := strconv.ParseFloat(got[4], 64)
+	t.Logf("Δ1 %.3f; ε̂ point %s, lower %s", m.Delta1, got[4], got[5])
+	if point < 0.8 || point > 1.2 {
+		t.Errorf("point estimate %v, want about ε = 1 (encodings Δ1 apart)\n%s", point, out)
+	}
+}

@@ -130,6 +130,9 @@ func TrainFrom(ctx context.Context, c TrainConfig, base *Network, rows [][]float
 		return nil, err
 	}
 	m.Delta1, m.Radius, m.Centre = d1, d1/2, centre
+	if x, y := m.Extremes(); x != nil {
+		m.ExtremeVertices = [][]float64{x, y}
+	}
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("task_aware: %w", err)
 	}

@@ -125,6 +125,9 @@ type Network struct {
 	TaskLoss  float64 `json:"task_loss"`
 	TrainLoss float64 `json:"train_loss"`
 	Epochs    int     `json:"epochs"`
+	// ExtremeVertices, for a linear encoder, are two opposite vertices of the input box whose
+	// encodings are Δ1 apart ([Network.Extremes]), for an auditor's --inputs.
+	ExtremeVertices [][]float64 `json:"extreme_vertices,omitempty"`
 }
 
 // LoadNetwork decodes and checks an artifact.
