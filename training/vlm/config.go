@@ -64,8 +64,28 @@ type Config struct {
 	BatchSize int `json:"batch_size" conf:"default"`
 	// LR is Adam's learning rate (default 5e-4).
 	LR float64 `json:"lr" conf:"default"`
-	// Seed determines initialisation, shuffling and training noise.
+	// Seed determines initialisation, shuffling and training noise (not the noise of CDP training,
+	// which must be unpredictable: it comes from crypto/rand).
 	Seed uint64 `json:"seed"`
+	// CDP, when set, trains under central differential privacy (DP-SGD, see TrainCDP): the auxiliary
+	// rows are protected at (epsilon, delta); delta left out is 1/rows (the thesis's δ = 1/|D1|).
+	CDP *CDPTarget `json:"cdp,omitempty"`
+	// MaxGradNorm is CDP training's per-example gradient clip C (default 1 when CDP is set).
+	MaxGradNorm float64 `json:"max_grad_norm,omitempty"`
+}
+
+// CDPTarget is the central DP a training run must meet, and after training what it met.
+type CDPTarget struct {
+	Epsilon float64 `json:"epsilon"`
+	Delta   float64 `json:"delta,omitempty"`
+	// Set by training: the noise multiplier σ (noise N(0, (σC)²) on each step's clipped gradient sum),
+	// the Poisson sampling rate, the number of steps, the ε the accountant gives for them (≤ Epsilon)
+	// and the Rényi order it was read at.
+	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"`
+	SamplingRate    float64 `json:"sampling_rate,omitempty"`
+	Steps           int     `json:"steps,omitempty"`
+	Spent           float64 `json:"spent_epsilon,omitempty"`
+	Order           int     `json:"rdp_order,omitempty"`
 }
 
 // DefaultConfig returns the thesis's MNIST settings (§9.3, §9.4) with a
@@ -85,6 +105,13 @@ func DefaultConfig() Config {
 // (nil for the linear variant and when left for Resolve, a copy otherwise).
 func (c Config) withDefaults() Config {
 	c = jsonconf.Defaults(c, DefaultConfig())
+	if c.CDP != nil {
+		cdp := *c.CDP
+		c.CDP = &cdp
+		if c.MaxGradNorm == 0 {
+			c.MaxGradNorm = 1
+		}
+	}
 	if c.Linear || len(c.Hidden) == 0 {
 		c.Hidden = nil
 	} else {
@@ -153,6 +180,22 @@ func (c Config) validate() error {
 		jsonconf.Sizes("hidden", c.Hidden, MaxLayers, MaxHidden),
 	); err != nil {
 		return err
+	}
+	if c.CDP != nil {
+		switch {
+		case !(c.CDP.Epsilon > 0 && c.CDP.Epsilon <= 100):
+			return fmt.Errorf("cdp.epsilon = %v: want a number in (0, 100]", c.CDP.Epsilon)
+		case c.CDP.Delta != 0 && !(c.CDP.Delta > 0 && c.CDP.Delta < 1):
+			return fmt.Errorf("cdp.delta = %v: want a number in (0, 1) (or leave it out for 1/rows)", c.CDP.Delta)
+		case c.EpsPretrain == 0:
+			return errors.New("cdp needs a fixed training scale: give eps_pretrain (or eps_target, from which ldp_train_mechanism sets it); a learnt scale has no per-example gradient bound")
+		case c.Likelihood == Gaussian:
+			return errors.New("cdp needs the bernoulli likelihood (features in [0, 1]): the gaussian likelihood standardises with the rows' own means and deviations, which CDP does not protect")
+		case !(c.MaxGradNorm > 0 && c.MaxGradNorm <= 1e6):
+			return fmt.Errorf("max_grad_norm = %v: want a number in (0, 1e6]", c.MaxGradNorm)
+		}
+	} else if c.MaxGradNorm != 0 {
+		return errors.New("max_grad_norm is for cdp training: give \"cdp\": {\"epsilon\": …} too")
 	}
 	if b := 2 * c.L / c.EpsPretrain; c.EpsPretrain > 0 && (!(b > 1e-6) || b > 1e6) {
 		return fmt.Errorf("eps_pretrain = %v: training scale b = 2l/eps_pretrain = %v is outside [1e-6, 1e6]", c.EpsPretrain, b)

@@ -165,6 +165,12 @@ type trainGraph struct {
 	logb   *G.Node // nil when b is fixed
 	mu     *G.Node // ν(h(x)), (B, D)
 	loss   *G.Node // Σ_r w_r·(nll_r + kl_r) + constants: the weighted −ELBO
+	// For per-example clipping (m.cfg.CDP): each dense layer's input and the loss's gradient at its
+	// pre-activation, in the order of params' (W, b) pairs.
+	layerIn, zGrad []*G.Node
+	cdp            bool
+	probes         []*G.Node // zero inputs added to the pre-activations (graph.DenseProbed)
+	probeBufs      [][]float32
 }
 
 // newTrainGraph builds the training graph for batches of bs rows of m's
@@ -179,7 +185,7 @@ func newTrainGraph(m *Model, bs int) (*trainGraph, error) {
 // Float64 for the end-to-end gradient check in the tests.
 func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 	g := G.NewGraph()
-	tg := &trainGraph{g: g}
+	tg := &trainGraph{g: g, cdp: m.cfg.CDP != nil}
 	d, in := m.cfg.D, m.inputDim
 	tg.x = G.NewMatrix(g, dt, G.WithShape(bs, in), G.WithName("x"))
 	tg.xi = G.NewMatrix(g, dt, G.WithShape(bs, d), G.WithName("xi"))
@@ -215,9 +221,12 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 	var err error
 	for i := range m.enc {
 		w, b := param(fmt.Sprintf("enc%d", i), &m.enc[i])
-		if h, err = graph.Dense(h, w, b, reluIf(i < len(m.enc)-1)); err != nil {
+		in := h
+		probe := tg.probe(g, dt, bs, m.enc[i].out)
+		if h, err = graph.DenseProbed(h, w, b, probe, reluIf(i < len(m.enc)-1)); err != nil {
 			return nil, fmt.Errorf("encoder layer %d: %w", i, err)
 		}
+		tg.layerIn = append(tg.layerIn, in)
 	}
 	if tg.mu, err = nuNode(h, m.cfg.L); err != nil {
 		return nil, fmt.Errorf("ν: %w", err)
@@ -249,9 +258,12 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 	a := z
 	for i := range m.dec {
 		w, bb := param(fmt.Sprintf("dec%d", i), &m.dec[i])
-		if a, err = graph.Dense(a, w, bb, reluIf(i < len(m.dec)-1)); err != nil {
+		in := a
+		probe := tg.probe(g, dt, bs, m.dec[i].out)
+		if a, err = graph.DenseProbed(a, w, bb, probe, reluIf(i < len(m.dec)-1)); err != nil {
 			return nil, fmt.Errorf("decoder layer %d: %w", i, err)
 		}
+		tg.layerIn = append(tg.layerIn, in)
 	}
 	nll, nllConst, err := nllRows(m.cfg.Likelihood, tg.x, a)
 	if err != nil {
@@ -281,8 +293,16 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 	if tg.logb != nil {
 		tg.params = append(tg.params, tg.logb)
 	}
-	if _, err := G.Grad(loss, tg.params...); err != nil {
+	wrt := tg.params
+	if m.cfg.CDP != nil {
+		wrt = append(slices.Clone(tg.params), tg.probes...)
+	}
+	grads, err := G.Grad(loss, wrt...)
+	if err != nil {
 		return nil, fmt.Errorf("gradient: %w", err)
+	}
+	if m.cfg.CDP != nil {
+		tg.zGrad = grads[len(tg.params):]
 	}
 	return tg, nil
 }
@@ -320,4 +340,22 @@ func reluIf(hidden bool) graph.Activation {
 		return graph.ReLU
 	}
 	return graph.Identity
+}
+
+// probe returns a zero input node of shape (bs, out) for a layer's pre-activation when the model trains
+// under CDP (its gradient is the loss's at the pre-activation), else nil.
+func (tg *trainGraph) probe(g *G.ExprGraph, dt tensor.Dtype, bs, out int) *G.Node {
+	if !tg.cdp {
+		return nil
+	}
+	var backing any = make([]float64, bs*out)
+	if dt == tensor.Float32 {
+		buf := make([]float32, bs*out)
+		tg.probeBufs = append(tg.probeBufs, buf)
+		backing = buf
+	}
+	p := G.NewMatrix(g, dt, G.WithShape(bs, out), G.WithName(fmt.Sprintf("probe%d", len(tg.probes))),
+		G.WithValue(tensor.New(tensor.WithShape(bs, out), tensor.WithBacking(backing))))
+	tg.probes = append(tg.probes, p)
+	return p
 }

@@ -2,6 +2,7 @@ package vlm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -132,6 +133,16 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 		return loss, nil
 	}
 	loop := nn.Loop{Epochs: cfg.Epochs, BatchSize: bs, Shuffle: rand.New(rand.NewPCG(cfg.Seed, streamShuffle)), Progress: progress}
+	if cfg.CDP != nil {
+		if cfg.Likelihood != Bernoulli {
+			return nil, errors.New("vlm config: cdp needs the bernoulli likelihood (features in [0, 1]): the gaussian likelihood standardises with the rows' own means and deviations, which CDP does not protect")
+		}
+		opt.ZeroGrad = false // the CDP step writes the gradient it steps with
+		if step, err = m.cdpStep(tg, vm, data, n, bs, xBuf, xiBuf, wBuf, opt, noise); err != nil {
+			return nil, err
+		}
+		loop.Shuffle = nil // the step samples its own rows
+	}
 	if _, err := loop.Run(ctx, n, nn.Steps{Step: step}); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && err == ctxErr {
 			return nil, err

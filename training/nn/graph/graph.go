@@ -39,13 +39,31 @@ func (a Activation) Apply(v float64) float64 {
 
 // Dense applies x·W + b (x of shape (B, in), W (in, out), b (1, out)), then act.
 func Dense(x, w, b *G.Node, act Activation) (*G.Node, error) {
-	h, err := G.Mul(x, w)
+	return DenseProbed(x, w, b, nil, act)
+}
+
+// DenseProbed is Dense with probe, an input node of shape (B, out) held at zero, added to the
+// pre-activation z = x·W + b: gorgonia differentiates only with respect to input nodes, and the
+// gradient with respect to the probe is the loss's gradient at z. With x, it gives each row's gradient
+// of W and b in closed form, of norm² (‖x_r‖² + 1)·‖∂ℓ_r/∂z_r‖² (per-example clipping without
+// per-example backward passes). A nil probe is Dense.
+func DenseProbed(x, w, b, probe *G.Node, act Activation) (*G.Node, error) {
+	z, err := G.Mul(x, w)
 	if err != nil {
 		return nil, err
 	}
-	if h, err = G.BroadcastAdd(h, b, nil, []byte{0}); err != nil {
+	if z, err = G.BroadcastAdd(z, b, nil, []byte{0}); err != nil {
 		return nil, err
 	}
+	if probe != nil {
+		if z, err = G.Add(z, probe); err != nil {
+			return nil, err
+		}
+	}
+	return activate(z, act)
+}
+
+func activate(h *G.Node, act Activation) (*G.Node, error) {
 	switch act {
 	case ReLU:
 		return G.Rectify(h)
