@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/dolthub/go-mysql-server/sql"
@@ -80,6 +81,11 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	db := ctx.GetCurrentDatabase()
 	createdBy := user(ctx)
 	trainingTable := qualifiedTable(ctx, auxTable)
+	auxDB, auxName := splitTable(ctx, auxTable)
+	budget, protected := p.e.Ledger.Budget(engine.TableRef{Database: auxDB, Table: auxName})
+	if protected && cfg.CDP == nil && !p.e.IsDBA(ctx) {
+		return nil, fmt.Errorf("%s: %s is protected by the privacy ledger: train under central DP (\"cdp\": {\"epsilon\": …})", fn, trainingTable)
+	}
 	id, err := p.e.Jobs.Start("train "+kind, name, recorded, createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
 		// The job outlives the CALL's session: it reads as the same user through a session of its own.
 		session := sql.NewBaseSessionWithClientServer("job", caller, 0)
@@ -89,10 +95,28 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 		if err != nil {
 			return err
 		}
+		var warnings []string
+		switch {
+		case protected && cfg.CDP != nil:
+			units, err := p.chargeTraining(sctx, fn, budget, name, cfg.CDP.Epsilon, createdBy)
+			if err != nil {
+				return err
+			}
+			p.log("%s: charged ε_CDP = %g to each of the %d units of %s", fn, cfg.CDP.Epsilon, units, trainingTable)
+		case protected:
+			warnings = append(warnings, fmt.Sprintf("trained without CDP on protected table %s: the weights are not protected", trainingTable))
+		}
 		p.log("%s: training %s on %d rows of %s", fn, name, len(rows), auxTable)
 		model, err := vlm.Train(jctx, cfg, rows, func(pr nn.Progress) { report(jobProgress(pr)) })
 		if err != nil {
 			return err
+		}
+		if c := model.Config().CDP; c != nil {
+			// What the run met (σ, q, steps, spent ε) goes into ldp_models.params beside what was asked.
+			if recorded, err = withParam(string(recorded), "cdp", c); err != nil {
+				return err
+			}
+			p.log("%s: %s trained under (ε = %.4g, δ = %.3g)-CDP: noise multiplier %.3f, %d steps at sampling rate %.4g", fn, name, c.Spent, c.Delta, c.NoiseMultiplier, c.Steps, c.SamplingRate)
 		}
 		artifact, err := model.MarshalBinary()
 		if err != nil {
@@ -103,7 +127,10 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 		}
 		// The mechanism is registered; its diagnostics (at eps_target) may add a warning to the job.
 		if warning := p.diagnoseAfterFit(jctx, fn, name, sampleRows(rows), auxTable, featuresCol, diag); warning != "" {
-			report(engine.JobProgress{Warning: warning})
+			warnings = append(warnings, warning)
+		}
+		if len(warnings) > 0 {
+			report(engine.JobProgress{Warning: strings.Join(warnings, "; ")})
 		}
 		return nil
 	})

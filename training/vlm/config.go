@@ -191,8 +191,8 @@ func (c Config) validate() error {
 			return errors.New("cdp needs a fixed training scale: give eps_pretrain (or eps_target, from which ldp_train_mechanism sets it); a learnt scale has no per-example gradient bound")
 		case c.Likelihood == Gaussian:
 			return errors.New("cdp needs the bernoulli likelihood (features in [0, 1]): the gaussian likelihood standardises with the rows' own means and deviations, which CDP does not protect")
-		case !(c.MaxGradNorm > 0 && c.MaxGradNorm <= 1e6):
-			return fmt.Errorf("max_grad_norm = %v: want a number in (0, 1e6]", c.MaxGradNorm)
+		case c.MaxGradNorm != 0 && !(c.MaxGradNorm > 0 && c.MaxGradNorm <= 1e6):
+			return fmt.Errorf("max_grad_norm = %v: want a number in (0, 1e6] (or leave it out for 1)", c.MaxGradNorm)
 		}
 	} else if c.MaxGradNorm != 0 {
 		return errors.New("max_grad_norm is for cdp training: give \"cdp\": {\"epsilon\": …} too")

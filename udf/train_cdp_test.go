@@ -1,0 +1,71 @@
+package udf_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// CDP training on a protected auxiliary table charges ε_CDP to every unit before training, records
+// what the run met (σ, steps, spent ε ≤ the target) in ldp_models.params, and a table whose units
+// lack the budget trains nothing (the job fails naming the budget). Training it without CDP leaves a
+// warning on the job.
+func TestCDPTrainingChargesTheLedger(t *testing.T) {
+	l := newLedgerEngine(t, buildPlugins(t, "vlm"))
+	l.q("CREATE TABLE aux (id INT PRIMARY KEY, f LONGBLOB NOT NULL)")
+	r := rand.New(rand.NewPCG(1, 2))
+	var vals []string
+	for i := range 300 {
+		v := make([]string, 10)
+		for j := range v {
+			v[j] = fmt.Sprint(r.IntN(2))
+		}
+		vals = append(vals, fmt.Sprintf("(%d, LDP_VECTOR(%s))", i+1, strings.Join(v, ", ")))
+	}
+	l.q("INSERT INTO aux VALUES " + strings.Join(vals, ", "))
+	l.q("CALL ldp_set_budget('aux', 3, 'charge')")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	wait := func(q string) (string, string, string) {
+		id := toInt64(t, l.q(q)[0][0])
+		job, err := l.e.Jobs.Wait(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job.State, job.Error, job.Warning
+	}
+	const params = `{"d": 2, "l": 2, "hidden": [8], "epochs": 2, "batch_size": 50, "eps_pretrain": 10, "cdp": {"epsilon": 2, "delta": 1e-4}}`
+	if state, msg, _ := wait(`CALL ldp_train_mechanism('c1', 'vlm', 'aux', 'f', '` + params + `')`); state != "succeeded" {
+		t.Fatalf("CDP training: %s %s", state, msg)
+	}
+	spent := l.q("SELECT COUNT(*), MIN(spent), MAX(spent) FROM ldpsql_catalog.ldp_budget_units WHERE table_name = 'aux'")
+	if toInt64(t, spent[0][0]) != 300 || toFloat(t, spent[0][1]) != 2 || toFloat(t, spent[0][2]) != 2 {
+		t.Fatalf("units charged: %v, want all 300 at ε = 2", spent)
+	}
+	var raw string
+	if err := l.e.DuckDB.QueryRow("SELECT params FROM ldpsql_catalog.ldp_models WHERE name = 'c1'").Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]map[string]float64
+	_ = json.Unmarshal([]byte(raw), &m)
+	c := m["cdp"]
+	if c["epsilon"] != 2 || c["delta"] != 1e-4 || !(c["spent_epsilon"] <= 2 && c["spent_epsilon"] > 1.9) || c["steps"] != 12 || !(c["noise_multiplier"] > 0) {
+		t.Fatalf("recorded params %s", raw)
+	}
+	// 1 of the 3 budget left: a second CDP run at ε = 2 is refused before training.
+	if state, msg, _ := wait(`CALL ldp_train_mechanism('c2', 'vlm', 'aux', 'f', '` + params + `')`); state != "failed" || !strings.Contains(msg, "budget") {
+		t.Fatalf("over budget: %s %q", state, msg)
+	}
+	if n := l.q("SELECT COUNT(*) FROM ldpsql_catalog.ldp_models WHERE name = 'c2'"); toInt64(t, n[0][0]) != 0 {
+		t.Fatal("the over-budget run registered a model")
+	}
+	// Without CDP: trained (a DBA may), with a warning on the job.
+	if state, msg, warn := wait(`CALL ldp_train_mechanism('plain', 'vlm', 'aux', 'f', '{"d": 2, "l": 2, "hidden": [8], "epochs": 1, "eps_pretrain": 10}')`); state != "succeeded" ||
+		!strings.Contains(warn, "without CDP on protected table") {
+		t.Fatalf("without CDP: %s %q, warning %q", state, msg, warn)
+	}
+}
