@@ -116,6 +116,33 @@ func BenchmarkEpoch45k(b *testing.B) {
 	_ = last
 }
 
+// BenchmarkEpoch45kCDP and BenchmarkEpoch45kFixedScale compare an epoch of CDP training (DP-SGD:
+// Poisson batches of expected size 64, two passes per chunk for the per-example clipping) with the same
+// model trained without it (the fixed training scale CDP needs, ε_pre-training 33). #13's target: the
+// CDP epoch within 2× of the other. Compare them interleaved:
+//
+//	for i in 1 2 3; do go test -tags openblas -run XXX -bench 'Epoch45k(CDP|FixedScale)' -benchtime 1x ./training/vlm/; done
+func BenchmarkEpoch45kCDP(b *testing.B) { benchEpoch(b, &CDPTarget{Epsilon: 5}) }
+
+func BenchmarkEpoch45kFixedScale(b *testing.B) { benchEpoch(b, nil) }
+
+func benchEpoch(b *testing.B, cdp *CDPTarget) {
+	rows := benchRows(b)
+	cfg := DefaultConfig()
+	cfg.Epochs, cfg.EpsPretrain, cfg.CDP = b.N, 33, cdp
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	m, err := Train(context.Background(), cfg, rows, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/epoch")
+	b.ReportMetric((cpuTime()-cpu0).Seconds()/float64(b.N), "cpu-s/epoch")
+	if c := m.Config().CDP; c != nil {
+		b.Logf("σ = %.3f for (ε = %.3g, δ = %.3g) over %d steps", c.NoiseMultiplier, c.Spent, c.Delta, c.Steps)
+	}
+}
+
 // cpuTime is the process's user+system CPU time (Linux getrusage), a
 // measure of work less sensitive than wall time to other processes on a
 // shared machine.

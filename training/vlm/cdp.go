@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 	G "gorgonia.org/gorgonia"
 
 	"github.com/ldpsql/ldpsql/training/dp"
@@ -13,22 +15,24 @@ import (
 	"github.com/ldpsql/ldpsql/training/nn/graph"
 )
 
+// noiseChunk is the smallest share of a parameter tensor's noise one worker draws.
+const noiseChunk = 1 << 14
+
 // cdpStep returns the training step of DP-SGD (Abadi et al. 2016) for the VLM, and fills cfg.CDP's
 // record. Each step ignores the loop's minibatch and draws its own batch by Poisson sampling: every
 // row is in it with probability q = BatchSize/n, independently; the loop's ⌈n/BatchSize⌉ steps per
 // epoch give steps = Epochs·⌈n/BatchSize⌉ steps, for which the accountant (package dp) calibrates σ.
-// The sampled rows go through the graph in chunks of BatchSize rows, each chunk twice:
+// The sampled rows go through the graph in chunks of gbs rows (a little more than BatchSize, so that
+// a second chunk is rare). The graph gives, for each dense layer, its input X (rows x_r) and the
+// loss's gradient Δ at its pre-activation (rows δ_r, row r's own: the rows are independent in the
+// loss). Row r's gradient has norm² Σ_layers (‖x_r‖² + 1)·‖δ_r‖², so with c_r = min(1, C/‖g_r‖) the
+// sum of the clipped per-example gradients is, per layer, Xᵀ·diag(c)·Δ for W and Σ_r c_r δ_r for b:
+// one GEMM per layer here, and gorgonia computes no weight gradient at all.
 //
-//  1. with row weights 1, reading each dense layer's input x_r and the loss's gradient δ_r at its
-//     pre-activation: row r's gradient norm is ‖g_r‖² = Σ_layers (‖x_r‖² + 1)·‖δ_r‖² (the rows are
-//     independent in the loss, so δ_r is row r's own gradient);
-//  2. with row weights c_r = min(1, C/‖g_r‖), whose parameter gradient is the sum of the clipped
-//     per-example gradients.
-//
-// The step's gradient is (Σ_r c_r g_r + N(0, σ²C²I)) / (q·n), then Adam. Twice the forward and backward
-// work of a normal step. The Gaussian noise and the sampling come from crypto/rand (not the config's
-// seed, which is recorded with the model: a seeded noise could be subtracted again).
-func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, n, bs int, xBuf, xiBuf, wBuf []float32,
+// The step's gradient is (Σ_r c_r g_r + N(0, σ²C²I)) / (q·n), then Adam. The Gaussian noise and the
+// sampling come from crypto/rand (not the config's seed, which is recorded with the model: a seeded
+// noise could be subtracted again).
+func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, n, bs, gbs int, xBuf, xiBuf, wBuf []float32,
 	opt *nn.Adam[float32, float32], xiNoise *rand.Rand) (func([]int) (float64, error), error) {
 	cfg := m.cfg
 	in := m.inputDim
@@ -44,51 +48,41 @@ func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, n, bs int, xBuf
 	spent, order := dp.Epsilon(q, sigma, steps, cfg.CDP.Delta)
 	cfg.CDP.NoiseMultiplier, cfg.CDP.SamplingRate, cfg.CDP.Steps, cfg.CDP.Spent, cfg.CDP.Order = sigma, q, steps, spent, order
 	m.cfg = cfg
+	if len(tg.params) != 2*len(tg.layerIn) {
+		return nil, fmt.Errorf("vlm: cdp: %d parameters for %d layers", len(tg.params), len(tg.layerIn))
+	}
 
 	var seed [32]byte
 	if _, err := crand.Read(seed[:]); err != nil {
 		return nil, err
 	}
 	secure := rand.New(rand.NewChaCha8(seed))
+	streams := make([]*rand.Rand, nn.Workers())
+	for i := range streams {
+		if _, err := crand.Read(seed[:]); err != nil {
+			return nil, err
+		}
+		streams[i] = rand.New(rand.NewChaCha8(seed))
+	}
 	clip := cfg.MaxGradNorm
-	nParams := 0
-	for _, p := range tg.params {
-		nParams += p.Shape().TotalSize()
-	}
-	sum := make([]float32, nParams)
-	norms := make([]float64, bs)
 	segW, segG := make([][]float32, len(tg.params)), make([][]float32, len(tg.params))
-	sampled := make([]int, 0, 2*bs)
+	for i, p := range tg.params {
+		segG[i] = make([]float32, p.Shape().TotalSize())
+	}
+	norms := make([]float64, gbs)
+	scaled := make([]float32, 0) // c∘Δ of one layer
+	sampled := make([]int, 0, 2*gbs)
 
-	run := func() error {
-		if err := vm.RunAll(); err != nil {
-			return err
-		}
-		return nil
-	}
-	// grads reads the parameter gradients into segG (views into the machine's tensors).
-	grads := func() error {
-		for i, p := range tg.params {
-			var err error
-			if segW[i], segG[i], err = graph.WeightsGrads(p); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	return func([]int) (float64, error) {
-		sampled = sampled[:0]
-		for r := range n {
-			if secure.Float64() < q {
-				sampled = append(sampled, r)
-			}
+		sampled = poissonSample(secure, n, q, sampled[:0])
+		for _, g := range segG {
+			clear(g)
 		}
-		clear(sum)
 		lossSum := 0.0
-		for lo := 0; lo == 0 || lo < len(sampled); lo += bs { // one empty chunk when no row was sampled
-			chunk := sampled[lo:min(len(sampled), lo+bs)]
+		for lo := 0; lo == 0 || lo < len(sampled); lo += gbs { // one empty chunk when no row was sampled
+			chunk := sampled[lo:min(len(sampled), lo+gbs)]
 			k := len(chunk)
-			for i := range bs {
+			for i := range gbs {
 				dst := xBuf[i*in : (i+1)*in]
 				if i < k {
 					copy(dst, data[chunk[i]*in:(chunk[i]+1)*in])
@@ -101,73 +95,118 @@ func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, n, bs int, xBuf
 			for i := range xiBuf {
 				xiBuf[i] = float32(nn.StdLaplace(xiNoise))
 			}
-			// Pass 1: per-example norms.
-			if err := run(); err != nil {
+			if err := vm.RunAll(); err != nil {
+				vm.Reset()
 				return 0, err
 			}
 			lossSum += float64(tg.loss.Value().Data().(float32))
-			clear(norms)
-			for l, x := range tg.layerIn {
-				xv, err := graph.F32s(x.Value())
-				if err != nil {
-					return 0, fmt.Errorf("layer %d input: %w", l, err)
-				}
-				gv, err := graph.F32s(tg.zGrad[l].Value())
-				if err != nil {
-					return 0, fmt.Errorf("layer %d gradient: %w", l, err)
-				}
-				din, dout := len(xv)/bs, len(gv)/bs
-				for r := range k {
-					xx, gg := 1.0, 0.0
-					for _, v := range xv[r*din : (r+1)*din] {
-						xx += float64(v) * float64(v)
-					}
-					for _, v := range gv[r*dout : (r+1)*dout] {
-						gg += float64(v) * float64(v)
-					}
-					norms[r] += xx * gg
-				}
-			}
-			if err := grads(); err != nil {
+			if err := tg.addClipped(gbs, k, clip, norms, &scaled, segG); err != nil {
+				vm.Reset()
 				return 0, err
-			}
-			for _, g := range segG {
-				clear(g)
-			}
-			vm.Reset()
-			// Pass 2: the sum of the clipped gradients (same ξ, same rows).
-			for r := range k {
-				wBuf[r] = float32(min(1, clip/math.Sqrt(norms[r])))
-				if norms[r] == 0 {
-					wBuf[r] = 1
-				}
-			}
-			if err := run(); err != nil {
-				return 0, err
-			}
-			if err := grads(); err != nil {
-				return 0, err
-			}
-			off := 0
-			for _, g := range segG {
-				for j, v := range g {
-					sum[off+j] += v
-				}
-				off += len(g)
-				clear(g)
 			}
 			vm.Reset()
 		}
-		// Noise, average over the expected batch size, step.
-		scale := 1 / (q * float64(n))
-		off := 0
-		for _, g := range segG {
-			for j := range g {
-				g[j] = float32((float64(sum[off+j]) + sigma*clip*secure.NormFloat64()) * scale)
+		for i, p := range tg.params {
+			w, err := graph.F32s(p.Value())
+			if err != nil {
+				return 0, err
 			}
-			off += len(g)
+			segW[i] = w
+		}
+		// Noise, average over the expected batch size, step; the noise is drawn in parallel, one
+		// secure stream per worker.
+		scale := float32(1 / (q * float64(n)))
+		noise := sigma * clip
+		for _, g := range segG {
+			parts := min(len(streams), max(1, len(g)/noiseChunk))
+			nn.Parallel(parts, func(w int) {
+				r := streams[w]
+				for j := w * len(g) / parts; j < (w+1)*len(g)/parts; j++ {
+					g[j] = (g[j] + float32(noise*r.NormFloat64())) * scale
+				}
+			})
 		}
 		opt.StepSegments(segW, segG)
 		return lossSum / max(1, float64(len(sampled))), nil
 	}, nil
+}
+
+// addClipped adds to grads (laid out as tg.params) the sum over the first k rows of the batch just run
+// (the graph holds gbs rows) of each row's gradient clipped to ℓ2 norm clip, formed from the layers'
+// inputs and pre-activation gradients; norms (gbs) and scaled are scratch.
+func (tg *trainGraph) addClipped(gbs, k int, clip float64, norms []float64, scaled *[]float32, grads [][]float32) error {
+	xs, ds := make([][]float32, len(tg.layerIn)), make([][]float32, len(tg.layerIn))
+	clear(norms)
+	for l := range tg.layerIn {
+		var err error
+		if xs[l], err = graph.F32s(tg.layerIn[l].Value()); err != nil {
+			return fmt.Errorf("layer %d input: %w", l, err)
+		}
+		if ds[l], err = graph.F32s(tg.zGrad[l].Value()); err != nil {
+			return fmt.Errorf("layer %d gradient: %w", l, err)
+		}
+		din, dout := len(xs[l])/gbs, len(ds[l])/gbs
+		for r := range k {
+			xx, gg := 1.0, 0.0
+			for _, v := range xs[l][r*din : (r+1)*din] {
+				xx += float64(v) * float64(v)
+			}
+			for _, v := range ds[l][r*dout : (r+1)*dout] {
+				gg += float64(v) * float64(v)
+			}
+			norms[r] += xx * gg
+		}
+	}
+	c := make([]float32, k)
+	for r := range k {
+		c[r] = 1
+		if nr := math.Sqrt(norms[r]); nr > clip {
+			c[r] = float32(clip / nr)
+		}
+	}
+	for l := range tg.layerIn {
+		din, dout := len(xs[l])/gbs, len(ds[l])/gbs
+		*scaled = append((*scaled)[:0], ds[l][:k*dout]...)
+		sc := *scaled
+		gb := grads[2*l+1]
+		for r := range k {
+			row := sc[r*dout : (r+1)*dout]
+			for j := range row {
+				row[j] *= c[r]
+				gb[j] += row[j]
+			}
+		}
+		if k == 0 {
+			continue
+		}
+		// W's gradient (din × dout) += Xᵀ·(c∘Δ), over the k rows.
+		blas32.Gemm(blas.Trans, blas.NoTrans, 1,
+			blas32.General{Rows: k, Cols: din, Stride: din, Data: xs[l][:k*din]},
+			blas32.General{Rows: k, Cols: dout, Stride: dout, Data: sc},
+			1, blas32.General{Rows: din, Cols: dout, Stride: dout, Data: grads[2*l]})
+	}
+	return nil
+}
+
+// poissonSample appends to dst the rows 0..n−1 each included with probability q independently, in
+// order, drawing the geometric gaps between included rows (about q·n draws, not n).
+func poissonSample(r *rand.Rand, n int, q float64, dst []int) []int {
+	if q >= 1 {
+		for i := range n {
+			dst = append(dst, i)
+		}
+		return dst
+	}
+	logq := math.Log1p(-q)
+	for i := -1; ; {
+		u := 1 - r.Float64() // in (0, 1]
+		gap := math.Floor(math.Log(u) / logq)
+		if gap >= float64(n) {
+			return dst
+		}
+		if i += 1 + int(gap); i >= n {
+			return dst
+		}
+		dst = append(dst, i)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,20 +34,27 @@ func bernoulliRows(n, in int, seed uint64) [][]float32 {
 	return rows
 }
 
-// The per-example gradient norms of the closed form (‖x_r‖² + 1)·‖δ_r‖², summed over the dense layers,
-// equal the norms of the gradients computed one row at a time (a backward pass with row weight 1 on row
-// r and 0 elsewhere), for every row of a batch: what CDP training clips is each row's whole gradient.
-func TestPerExampleNormsAreTheRowsGradients(t *testing.T) {
+// The clipped gradient sum CDP training steps with, formed from the layers' inputs and pre-activation
+// gradients (addClipped), equals Σ_r min(1, C/‖g_r‖)·g_r with every g_r computed on its own: a backward
+// pass of the ordinary graph of the same weights with row weight 1 on row r and 0 elsewhere. With C
+// between the rows' norms some rows are clipped and some are not; with C huge it is the plain sum.
+func TestClippedGradientSumIsPerExample(t *testing.T) {
 	in, bs := 12, 6
 	cfg := Config{D: 3, L: 5, EpsPretrain: 10, Hidden: []int{7, 5}, Likelihood: Bernoulli, Epochs: 1, BatchSize: bs, LR: 1e-3,
 		CDP: &CDPTarget{Epsilon: 1}, MaxGradNorm: 1}
 	m := newModel(cfg, in)
 	m.initWeights(rand.New(rand.NewPCG(1, 2)))
-	tg, vm, err := compileTrainGraph(m, bs)
+	tgC, vmC, err := compileTrainGraph(m, bs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer vm.Close()
+	defer vmC.Close()
+	m.cfg.CDP = nil
+	tgP, vmP, err := compileTrainGraph(m, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vmP.Close()
 	rows := bernoulliRows(bs, in, 3)
 	x := make([]float32, bs*in)
 	for i, r := range rows {
@@ -58,66 +66,82 @@ func TestPerExampleNormsAreTheRowsGradients(t *testing.T) {
 		xi[i] = float32(nn.StdLaplace(r))
 	}
 	w := make([]float32, bs)
-	for _, l := range []struct {
-		n   *G.Node
-		buf []float32
-		sh  []int
-	}{{tg.x, x, []int{bs, in}}, {tg.xi, xi, []int{bs, cfg.D}}, {tg.w, w, []int{bs}}} {
-		if err := G.Let(l.n, tensor.New(tensor.WithShape(l.sh...), tensor.WithBacking(l.buf))); err != nil {
-			t.Fatal(err)
+	for _, tg := range []*trainGraph{tgC, tgP} {
+		for _, l := range []struct {
+			n   *G.Node
+			buf []float32
+			sh  []int
+		}{{tg.x, x, []int{bs, in}}, {tg.xi, xi, []int{bs, cfg.D}}, {tg.w, w, []int{bs}}} {
+			if err := G.Let(l.n, tensor.New(tensor.WithShape(l.sh...), tensor.WithBacking(l.buf))); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	gradNorm := func() float64 {
-		s := 0.0
-		for _, p := range tg.params {
+	// Each row's gradient on its own, from the ordinary graph.
+	per := make([][]float64, bs)
+	norm := make([]float64, bs)
+	for row := range bs {
+		for i := range w {
+			w[i] = 0
+		}
+		w[row] = 1
+		if err := vmP.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range tgP.params {
 			_, g, err := graph.WeightsGrads(p)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for j, v := range g {
-				s += float64(v) * float64(v)
+				per[row] = append(per[row], float64(v))
+				norm[row] += float64(v) * float64(v)
 				g[j] = 0
 			}
 		}
-		return math.Sqrt(s)
+		norm[row] = math.Sqrt(norm[row])
+		vmP.Reset()
 	}
-	for i := range w {
-		w[i] = 1
-	}
-	if err := vm.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	closed := make([]float64, bs)
-	for l, xn := range tg.layerIn {
-		xv, _ := graph.F32s(xn.Value())
-		gv, _ := graph.F32s(tg.zGrad[l].Value())
-		din, dout := len(xv)/bs, len(gv)/bs
-		for r := range bs {
-			xx, gg := 1.0, 0.0
-			for _, v := range xv[r*din : (r+1)*din] {
-				xx += float64(v) * float64(v)
-			}
-			for _, v := range gv[r*dout : (r+1)*dout] {
-				gg += float64(v) * float64(v)
-			}
-			closed[r] += xx * gg
-		}
-	}
-	gradNorm()
-	vm.Reset()
-	for r := range bs {
+	sorted := append([]float64(nil), norm...)
+	slices.Sort(sorted)
+	for _, clip := range []float64{sorted[bs/2], 1e9} {
 		for i := range w {
-			w[i] = 0
+			w[i] = 1
 		}
-		w[r] = 1
-		if err := vm.RunAll(); err != nil {
+		if err := vmC.RunAll(); err != nil {
 			t.Fatal(err)
 		}
-		got := gradNorm()
-		vm.Reset()
-		if want := math.Sqrt(closed[r]); math.Abs(got-want) > 1e-4*want+1e-6 {
-			t.Errorf("row %d: gradient norm %v, closed form %v", r, got, want)
+		grads := make([][]float32, len(tgC.params))
+		for i, p := range tgC.params {
+			grads[i] = make([]float32, p.Shape().TotalSize())
 		}
+		var scaled []float32
+		if err := tgC.addClipped(bs, bs, clip, make([]float64, bs), &scaled, grads); err != nil {
+			t.Fatal(err)
+		}
+		vmC.Reset()
+		var got []float64
+		for _, g := range grads {
+			for _, v := range g {
+				got = append(got, float64(v))
+			}
+		}
+		clipped := 0
+		for j := range got {
+			want := 0.0
+			for row := range bs {
+				want += min(1, clip/norm[row]) * per[row][j]
+			}
+			if math.Abs(got[j]-want) > 1e-4*(1+math.Abs(want)) {
+				t.Fatalf("C = %v, parameter %d: %v, per-example sum %v", clip, j, got[j], want)
+			}
+		}
+		for _, nr := range norm {
+			if nr > clip {
+				clipped++
+			}
+		}
+		t.Logf("C = %.4g: %d of %d rows clipped (norms %.3g)", clip, clipped, bs, norm)
 	}
 }
 
@@ -170,5 +194,46 @@ func TestCDPTraining(t *testing.T) {
 		if _, err := Train(context.Background(), bad.cfg, rows, nil); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%+v: %v, want an error with %q", bad.cfg, err, bad.want)
 		}
+	}
+}
+
+// Poisson sampling includes every row with probability q, independently of the others: over 40,000
+// draws each row's inclusion count is within 5 standard deviations of 40,000·q, and so are the pairs
+// (0, 1) and (n−2, n−1) jointly (q² each).
+func TestPoissonSample(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	const n, draws, q = 50, 40000, 0.1
+	count := make([]float64, n)
+	pairs := [2]float64{}
+	var dst []int
+	for range draws {
+		dst = poissonSample(r, n, q, dst[:0])
+		in := map[int]bool{}
+		for i, v := range dst {
+			if i > 0 && v <= dst[i-1] {
+				t.Fatalf("rows out of order: %v", dst)
+			}
+			count[v]++
+			in[v] = true
+		}
+		if in[0] && in[1] {
+			pairs[0]++
+		}
+		if in[n-2] && in[n-1] {
+			pairs[1]++
+		}
+	}
+	for i, c := range count {
+		if sd := math.Sqrt(draws * q * (1 - q)); math.Abs(c-draws*q) > 5*sd {
+			t.Errorf("row %d included %v times, want %v ± %.0f", i, c, draws*q, sd)
+		}
+	}
+	for _, c := range pairs {
+		if sd := math.Sqrt(draws * q * q * (1 - q*q)); math.Abs(c-draws*q*q) > 5*sd {
+			t.Errorf("a pair included together %v times, want %v", c, draws*q*q)
+		}
+	}
+	if got := poissonSample(r, 7, 1, nil); len(got) != 7 {
+		t.Errorf("q = 1: %v", got)
 	}
 }

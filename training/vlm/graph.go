@@ -293,16 +293,19 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 	if tg.logb != nil {
 		tg.params = append(tg.params, tg.logb)
 	}
-	wrt := tg.params
 	if m.cfg.CDP != nil {
-		wrt = append(slices.Clone(tg.params), tg.probes...)
+		// Only the pre-activations' gradients: the CDP step forms the clipped weight gradients
+		// itself from them and the layers' inputs (cdp.go), so gorgonia need not compute the
+		// unclipped ones.
+		grads, err := G.Grad(loss, tg.probes...)
+		if err != nil {
+			return nil, fmt.Errorf("gradient: %w", err)
+		}
+		tg.zGrad = grads
+		return tg, nil
 	}
-	grads, err := G.Grad(loss, wrt...)
-	if err != nil {
+	if _, err := G.Grad(loss, tg.params...); err != nil {
 		return nil, fmt.Errorf("gradient: %w", err)
-	}
-	if m.cfg.CDP != nil {
-		tg.zGrad = grads[len(tg.params):]
 	}
 	return tg, nil
 }

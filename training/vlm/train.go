@@ -75,22 +75,29 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 
 	n := len(rows)
 	bs := min(cfg.BatchSize, n)
-	tg, vm, err := compileTrainGraph(m, bs)
+	gbs := bs // the graph's rows
+	if cfg.CDP != nil {
+		// A Poisson batch has bs rows on average, with standard deviation under √bs: room for 2 of
+		// them keeps 97 % of the steps in one chunk (a second chunk costs a graph run; more padding would
+		// cost every step; 2 and 3 deviations measured alike).
+		gbs = min(n, bs+int(math.Ceil(2*math.Sqrt(float64(bs)))))
+	}
+	tg, vm, err := compileTrainGraph(m, gbs)
 	if err != nil {
 		return nil, fmt.Errorf("vlm: building the training graph: %w", err)
 	}
 	defer vm.Close()
 
-	xBuf := make([]float32, bs*in)
-	xiBuf := make([]float32, bs*cfg.D)
-	wBuf := make([]float32, bs)
-	if err := G.Let(tg.x, tensor.New(tensor.WithShape(bs, in), tensor.WithBacking(xBuf))); err != nil {
+	xBuf := make([]float32, gbs*in)
+	xiBuf := make([]float32, gbs*cfg.D)
+	wBuf := make([]float32, gbs)
+	if err := G.Let(tg.x, tensor.New(tensor.WithShape(gbs, in), tensor.WithBacking(xBuf))); err != nil {
 		return nil, err
 	}
-	if err := G.Let(tg.xi, tensor.New(tensor.WithShape(bs, cfg.D), tensor.WithBacking(xiBuf))); err != nil {
+	if err := G.Let(tg.xi, tensor.New(tensor.WithShape(gbs, cfg.D), tensor.WithBacking(xiBuf))); err != nil {
 		return nil, err
 	}
-	if err := G.Let(tg.w, tensor.New(tensor.WithShape(bs), tensor.WithBacking(wBuf))); err != nil {
+	if err := G.Let(tg.w, tensor.New(tensor.WithShape(gbs), tensor.WithBacking(wBuf))); err != nil {
 		return nil, err
 	}
 
@@ -138,7 +145,7 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 			return nil, errors.New("vlm config: cdp needs the bernoulli likelihood (features in [0, 1]): the gaussian likelihood standardises with the rows' own means and deviations, which CDP does not protect")
 		}
 		opt.ZeroGrad = false // the CDP step writes the gradient it steps with
-		if step, err = m.cdpStep(tg, vm, data, n, bs, xBuf, xiBuf, wBuf, opt, noise); err != nil {
+		if step, err = m.cdpStep(tg, vm, data, n, bs, gbs, xBuf, xiBuf, wBuf, opt, noise); err != nil {
 			return nil, err
 		}
 		loop.Shuffle = nil // the step samples its own rows
@@ -163,6 +170,9 @@ func compileTrainGraph(m *Model, bs int) (tg *trainGraph, vm G.VM, err error) {
 		var err error
 		if tg, err = newTrainGraph(m, bs); err != nil {
 			return nil, nil, err
+		}
+		if tg.cdp {
+			return tg.g, tg.probes, nil // gradients for the probes only (cdp.go forms the weights')
 		}
 		return tg.g, tg.params, nil
 	})
