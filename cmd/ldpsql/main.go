@@ -30,7 +30,9 @@ Commands:
   load      load a CSV file into a table
   export    write a table or a query's result as CSV
   train     train a mechanism's encoder (VLM) as a job, with a progress bar
-  mechanisms compare mechanisms' diagnostics on an auxiliary table (mechanisms compare --table aux pca vlm)
+  mechanisms compare mechanisms' diagnostics on an auxiliary table (mechanisms compare --table aux pca vlm);
+            mechanisms export NAME --out NAME.ldpm writes a mechanism as a file data owners privatise with
+  privatize release a CSV's rows on this machine with a mechanism file (privatize --mechanism m.ldpm --eps 4 --in rows.csv --out rel.csv)
   audit     estimate a randomiser's privacy loss from samples and test it against its ε (audit krr --eps 1)
   repro     reproduce an experiment end to end (repro data-collection --dataset fashion-mnist)
   version   print the version
@@ -75,8 +77,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = loadCmd(args[1:], stdin, stdout, stderr)
 	case "export":
 		err = exportCmd(args[1:], stdout, stderr)
-	case "mechanisms":
+	case "mechanisms", "mechanism":
 		err = mechanismsCmd(args[1:], stdout, stderr)
+	case "privatize", "privatise":
+		err = privatizeCmd(args[1:], stdout, stderr)
 	case "dataset":
 		err = datasetCmd(args[1:], stdout, stderr)
 	case "repro":

@@ -15,20 +15,26 @@ import (
 )
 
 const mechanismsUsage = `Usage: ldpsql mechanisms compare --db FILE --table AUX [--column features] [--eps 4] [--k K] NAME...
+       ldpsql mechanisms export NAME [--db FILE | --addr HOST:PORT] [--out NAME.ldpm] [--public]
 
 Commands:
   compare   evaluate registered mechanisms on an auxiliary table and print their diagnostics side by
             side (CALL ldp_evaluate_mechanism for each); nothing is released, so it costs no privacy
+  export    write a mechanism as one publishable file (.ldpm) that data owners privatise with on their
+            own machines (ldpsql privatize); refused for a model trained without CDP on a protected table
 `
 
 func mechanismsCmd(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "export" {
+		return mechanismExportCmd(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "compare" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprint(stdout, mechanismsUsage)
 			return nil
 		}
 		fmt.Fprint(stderr, mechanismsUsage)
-		return fmt.Errorf("want the subcommand compare")
+		return fmt.Errorf("want the subcommand compare or export")
 	}
 	return compareCmd(args[1:], stdout, stderr)
 }

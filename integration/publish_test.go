@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"encoding/csv"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ldpsql/ldpsql/client"
+	"github.com/ldpsql/ldpsql/training/datasets"
+)
+
+// A DBA exports a fitted mechanism (`ldpsql mechanisms export`), a data owner privatises a CSV with it
+// (`ldpsql privatize`), all through the real binary: the releases have the mechanism's dimension and,
+// around the clean encodings, the Laplace noise's mean 0 and variance 2b² (b = 2l/ε); the label column
+// is released by k-RR (it keeps the label about e^ε/(e^ε + 1) of the time). A mechanism fitted on a
+// table the ledger protects is refused export without CDP, and exported with --public.
+func TestExportAndPrivatiseOnTheOwnersMachine(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "pub.duckdb")
+	run := func(wantErr bool, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(ldpsqlBin, args...).CombinedOutput()
+		if (err != nil) != wantErr {
+			t.Fatalf("ldpsql %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	w, err := datasets.LoadWDBC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	csvRows := [][]string{{"id"}}
+	for j := range 30 {
+		csvRows[0] = append(csvRows[0], "f"+strconv.Itoa(j+1))
+	}
+	csvRows[0] = append(csvRows[0], "y")
+	for i, f := range w.Features {
+		s := make([]string, 30)
+		for j := range s {
+			s[j] = strconv.FormatFloat(f[j], 'g', 7, 64)
+		}
+		if i < 300 {
+			vals = append(vals, "("+strconv.Itoa(i+1)+", LDP_VECTOR("+strings.Join(s, ", ")+"))")
+		} else {
+			csvRows = append(csvRows, append(append([]string{strconv.Itoa(i + 1)}, s...), strconv.Itoa(w.Labels[i])))
+		}
+	}
+	run(false, "sql", "--db", db, "-e", "CREATE TABLE aux (id INT PRIMARY KEY, f LONGBLOB NOT NULL); INSERT INTO aux VALUES "+strings.Join(vals, ", ")+"; "+
+		`CALL ldp_fit_mechanism('pca4', 'pca', 'aux', 'f', '{"d": 4, "l": 500}')`)
+	file := filepath.Join(dir, "pca4.ldpm")
+	out := run(false, "mechanisms", "export", "pca4", "--db", db, "--out", file)
+	if !strings.Contains(out, "wrote "+file) {
+		t.Fatalf("export: %s", out)
+	}
+	in := filepath.Join(dir, "rows.csv")
+	f, _ := os.Create(in)
+	cw := csv.NewWriter(f)
+	_ = cw.WriteAll(csvRows)
+	f.Close()
+	rel := filepath.Join(dir, "rel.csv")
+	run(false, "privatize", "--mechanism", file, "--eps", "20", "--id", "id", "--label", "y", "--k", "2", "--lambda", "0.5", "--in", in, "--out", rel)
+
+	raw, _ := os.ReadFile(file)
+	mech, err := client.Load(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feats := make([][]float32, len(csvRows)-1)
+	for i, r := range csvRows[1:] {
+		feats[i] = make([]float32, 30)
+		for j := range 30 {
+			v, _ := strconv.ParseFloat(r[j+1], 32)
+			feats[i][j] = float32(v)
+		}
+	}
+	clean, err := mech.Encode(feats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, _ := os.Open(rel)
+	got, err := csv.NewReader(rf).ReadAll()
+	rf.Close()
+	if err != nil || len(got) != len(csvRows) || strings.Join(got[0], ",") != "id,z1,z2,z3,z4,y" {
+		t.Fatalf("releases: %d rows, header %v, %v", len(got), got[0], err)
+	}
+	var sum, sumSq, kept float64
+	for i, r := range got[1:] {
+		if r[0] != csvRows[i+1][0] {
+			t.Fatalf("row %d: id %s, want %s", i, r[0], csvRows[i+1][0])
+		}
+		for k := range 4 {
+			v, _ := strconv.ParseFloat(r[k+1], 64)
+			e := v - float64(clean[i][k])
+			sum += e
+			sumSq += e * e
+		}
+		if r[5] == csvRows[i+1][31] {
+			kept++
+		}
+	}
+	n := float64(4 * (len(got) - 1))
+	b := 2 * mech.File.Set.Radius / 10 // ε_x = 0.5 · 20
+	if v := sumSq / n; math.Abs(v-2*b*b) > 0.2*2*b*b || math.Abs(sum/n) > 4*math.Sqrt(2*b*b/n) {
+		t.Errorf("release noise: mean %v, variance %v; want 0 and 2b² = %v", sum/n, v, 2*b*b)
+	}
+	rows := float64(len(got) - 1)
+	if p := math.Exp(10) / (math.Exp(10) + 1); math.Abs(kept/rows-p) > 4*math.Sqrt(p*(1-p)/rows)+1.0/rows {
+		t.Errorf("labels kept %v of %v, want about %v", kept, rows, p*rows)
+	}
+	if meta, err := os.ReadFile(rel + ".meta.json"); err != nil || !strings.Contains(string(meta), `"eps_x": 10`) {
+		t.Errorf("meta: %s %v", meta, err)
+	}
+
+	// Protected: the PCA's components come from the rows; export needs --public.
+	run(false, "sql", "--db", db, "-e", "CALL ldp_set_budget('aux', 5)")
+	out = run(true, "mechanisms", "export", "pca4", "--db", db, "--out", file)
+	if !strings.Contains(out, "trained without CDP") || !strings.Contains(out, "--public") {
+		t.Fatalf("export of a model of a protected table: %s", out)
+	}
+	run(false, "mechanisms", "export", "pca4", "--db", db, "--out", file, "--public")
+	raw, _ = os.ReadFile(file)
+	if m, err := client.Load(raw); err != nil || !m.File.Public {
+		t.Fatalf("--public export: %v", err)
+	}
+	out = run(true, "privatize", "--mechanism", file, "--eps", "4", "--in", filepath.Join(dir, "missing.csv"), "--out", rel)
+	if !strings.Contains(out, "missing.csv") {
+		t.Errorf("a missing input: %s", out)
+	}
+}
