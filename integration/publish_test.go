@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ldpsql/ldpsql/client"
 	"github.com/ldpsql/ldpsql/training/datasets"
@@ -46,12 +47,12 @@ func TestExportAndPrivatiseOnTheOwnersMachine(t *testing.T) {
 			s[j] = strconv.FormatFloat(f[j], 'g', 7, 64)
 		}
 		if i < 300 {
-			vals = append(vals, "("+strconv.Itoa(i+1)+", LDP_VECTOR("+strings.Join(s, ", ")+"))")
+			vals = append(vals, "("+strconv.Itoa(i+1)+", LDP_VECTOR("+strings.Join(s, ", ")+"), "+strconv.Itoa(w.Labels[i])+")")
 		} else {
 			csvRows = append(csvRows, append(append([]string{strconv.Itoa(i + 1)}, s...), strconv.Itoa(w.Labels[i])))
 		}
 	}
-	run(false, "sql", "--db", db, "-e", "CREATE TABLE aux (id INT PRIMARY KEY, f LONGBLOB NOT NULL); INSERT INTO aux VALUES "+strings.Join(vals, ", ")+"; "+
+	run(false, "sql", "--db", db, "-e", "CREATE TABLE aux (id INT PRIMARY KEY, f LONGBLOB NOT NULL, y INT NOT NULL); INSERT INTO aux VALUES "+strings.Join(vals, ", ")+"; "+
 		`CALL ldp_fit_mechanism('pca4', 'pca', 'aux', 'f', '{"d": 4, "l": 500}')`)
 	file := filepath.Join(dir, "pca4.ldpm")
 	out := run(false, "mechanisms", "export", "pca4", "--db", db, "--out", file)
@@ -116,6 +117,48 @@ func TestExportAndPrivatiseOnTheOwnersMachine(t *testing.T) {
 	if meta, err := os.ReadFile(rel + ".meta.json"); err != nil || !strings.Contains(string(meta), `"eps_x": 10`) {
 		t.Errorf("meta: %s %v", meta, err)
 	}
+
+	// Wrong metadata is refused before anything is written.
+	meta, _ := os.ReadFile(rel + ".meta.json")
+	badMeta := filepath.Join(dir, "bad.meta.json")
+	_ = os.WriteFile(badMeta, []byte(strings.Replace(string(meta), `"mechanism": "pca4"`, `"mechanism": "nope"`, 1)), 0o644)
+	if out := run(true, "import-releases", "--db", db, "--in", rel, "--meta", badMeta, "--table", "collected"); !strings.Contains(out, `mechanism "nope", which is not registered`) {
+		t.Errorf("an unknown mechanism: %s", out)
+	}
+	_ = os.WriteFile(badMeta, []byte(strings.Replace(string(meta), `"k": 2`, `"k": 1`, 1)), 0o644)
+	if out := run(true, "import-releases", "--db", db, "--in", rel, "--meta", badMeta, "--table", "collected"); !strings.Contains(out, "a label released with k 1") {
+		t.Errorf("k = 1: %s", out)
+	}
+	// The releases, imported on a running server, train a classifier like an ldp_privatize table.
+	srv := startServer(t, db)
+	out = run(false, "import-releases", "--addr", srv.addr, "--in", rel, "--table", "collected")
+	if !strings.Contains(out, "imported 269 releases") {
+		t.Fatalf("import: %s", out)
+	}
+	conn := srv.connect("root", "")
+	var job int64
+	if err := conn.QueryRow(`SELECT TRAIN_NOISY_CLASSIFIER('collected', '{"model": "clf", "seed": 1}')`).Scan(&job); err != nil {
+		t.Fatal(err)
+	}
+	for state := ""; state != "succeeded"; {
+		var msg string
+		if err := conn.QueryRow("SELECT state, COALESCE(error, '') FROM ldpsql_catalog.ldp_jobs WHERE id = ?", job).Scan(&state, &msg); err != nil {
+			t.Fatal(err)
+		}
+		if state == "failed" || state == "cancelled" {
+			t.Fatalf("classifier job %s: %s", state, msg)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var acc, major float64
+	if err := conn.QueryRow("SELECT AVG(PREDICT('clf', f) = y), GREATEST(AVG(y), 1 - AVG(y)) FROM aux").Scan(&acc, &major); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("classifier on the imported client releases: %.3f on the clean aux rows (majority %.3f)", acc, major)
+	if !(acc > major+0.05) {
+		t.Errorf("accuracy %.3f, majority %.3f", acc, major)
+	}
+	srv.stop()
 
 	// Protected: the PCA's components come from the rows; export needs --public.
 	run(false, "sql", "--db", db, "-e", "CALL ldp_set_budget('aux', 5)")

@@ -33,6 +33,7 @@ Commands:
   mechanisms compare mechanisms' diagnostics on an auxiliary table (mechanisms compare --table aux pca vlm);
             mechanisms export NAME --out NAME.ldpm writes a mechanism as a file data owners privatise with
   privatize release a CSV's rows on this machine with a mechanism file (privatize --mechanism m.ldpm --eps 4 --in rows.csv --out rel.csv)
+  import-releases load such releases into a table TRAIN_NOISY_CLASSIFIER trains on (import-releases --in rel.csv --table t)
   audit     estimate a randomiser's privacy loss from samples and test it against its ε (audit krr --eps 1)
   repro     reproduce an experiment end to end (repro data-collection --dataset fashion-mnist)
   version   print the version
@@ -81,6 +82,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = mechanismsCmd(args[1:], stdout, stderr)
 	case "privatize", "privatise":
 		err = privatizeCmd(args[1:], stdout, stderr)
+	case "import-releases":
+		err = importReleasesCmd(args[1:], stdout, stderr)
 	case "dataset":
 		err = datasetCmd(args[1:], stdout, stderr)
 	case "repro":
