@@ -2,6 +2,7 @@
 # Runs every ldpsql test. It first installs what the tests need and the repository cannot carry, from
 # Debian packages: the mysql command-line client and mysqldump (mariadb-client) and the Python clients
 # analysts use (python3-pymysql, python3-sqlalchemy, python3-pandas), which the integration tests drive,
+# a headless browser (chromium) that runs the WebAssembly client's example page,
 # and OpenBLAS (libopenblas-dev), with which scripts/build.sh builds the VLM: the training packages are
 # vetted and the VLM's tested with -tags openblas too, so the code behind the published results runs in CI.
 set -euo pipefail
@@ -22,9 +23,10 @@ missing=()
 command -v mysql >/dev/null 2>&1 && command -v mysqldump >/dev/null 2>&1 || missing+=(mariadb-client)
 python_clients || missing+=(python3-pymysql python3-sqlalchemy python3-pandas)
 have_openblas || missing+=(libopenblas-dev)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "scripts/test.sh: installing ${missing[*]} (clients the integration tests use; the VLM's BLAS)" >&2
+    echo "scripts/test.sh: installing ${missing[*]} (clients and the browser the integration tests use; the VLM's BLAS)" >&2
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
@@ -34,6 +36,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 go vet ./...
+GOOS=js GOARCH=wasm go vet ./client/...   # the browser client (client/wasm) builds only for js/wasm
 if have_openblas; then
   go vet -tags openblas ./training/... ./plugins/...
   # Only the VLM's packages build differently with the tag; the other training packages would rerun as is.
