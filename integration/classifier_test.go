@@ -255,3 +255,29 @@ func TestReproQuick(t *testing.T) {
 		t.Errorf("accuracy.png: %d bytes, %v", len(png), err)
 	}
 }
+
+// TestReproQuickCDP runs the CDP column of the protocol at reduced size: the VLM trained under central
+// DP on D1 (ε_CDP = 5), released and classified like the others; the table names the column.
+func TestReproQuickCDP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	out := t.TempDir()
+	cmd := exec.Command(ldpsqlBin, "repro", "data-collection", "--dataset", "fashion-mnist", "--quick", "--eps", "10",
+		"--mechanisms", "vlm_cdp5", "--out", out)
+	cmd.Dir = ".."
+	outBytes, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldpsql repro --quick --mechanisms vlm_cdp5: %v\n%s", err, outBytes)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| ε | VLM (ε_CDP = 5) |") || !strings.Contains(string(md), "| 10 |") {
+		t.Errorf("results.md:\n%s", md)
+	}
+	if !strings.Contains(string(outBytes), "train VLM (CDP)") {
+		t.Errorf("no CDP training in the log:\n%s", outBytes)
+	}
+}
