@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/ldpsql/ldpsql/mechanisms"
@@ -217,28 +216,9 @@ func (m *Mechanism) Privatise(rows [][]float32, randomiser string, eps float64, 
 	out := make([][]float64, len(enc))
 	x := make([]float64, m.File.OutputDim)
 	for i, z := range enc {
-		ok := len(z) == len(x)
-		for j := 0; ok && j < len(z); j++ {
-			x[j] = float64(z[j])
-			ok = !math.IsNaN(x[j]) && !math.IsInf(x[j], 0)
-		}
-		if !ok {
-			centre(m.set, x)
-		}
-		if out[i], err = rnd.Randomise(x, src); err != nil {
+		if out[i], _, err = mechanisms.ReleaseEncoding(rnd, z, x, src); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
-}
-
-func centre(s mechanisms.OutputSet, x []float64) {
-	switch s := s.(type) {
-	case mechanisms.Box:
-		for i := range x {
-			x[i] = s.Lo[i] + (s.Hi[i]-s.Lo[i])/2 // as the server computes it
-		}
-	default:
-		clear(x)
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -174,37 +173,16 @@ func (r *resolvedMechanism) privatise(ctx context.Context, rows [][]float32, ran
 	x := make([]float64, r.desc.OutputDim)
 	var faulty int
 	for i, z := range enc {
-		ok := len(z) == len(x)
-		for j := 0; ok && j < len(z); j++ {
-			x[j] = float64(z[j])
-			ok = !math.IsNaN(x[j]) && !math.IsInf(x[j], 0)
+		var ok bool
+		if out[i], ok, err = mechanisms.ReleaseEncoding(rnd, z, x, src); err != nil {
+			return nil, fmt.Errorf("mechanism %q: %w", r.record.Name, err)
 		}
 		if !ok {
-			// A row the plugin could not encode must not fail the statement: which rows fail would be
-			// a channel around the randomiser (a plugin returning NaN only for some inputs would reveal
-			// them). The row is released as if it had encoded to the set's centre, which is ε-LDP
-			// like any other point of the set, and the DBA is told in the server log.
-			centre(r.set, x)
-			faulty++
-		}
-		if out[i], err = rnd.Randomise(x, src); err != nil {
-			return nil, fmt.Errorf("mechanism %q: %w", r.record.Name, err)
+			faulty++ // released from the set's centre (mechanisms.ReleaseEncoding); the DBA is told below
 		}
 	}
 	if faulty > 0 && r.warn != nil {
 		r.warn("mechanism %q: the plugin returned %d non-finite or wrong-length encodings in a batch of %d; those rows were released from the output set's centre (the plugin is faulty)", r.record.Name, faulty, len(enc))
 	}
 	return out, nil
-}
-
-// centre writes the centre of set into x: the origin of an ℓ1 ball, the midpoint of a box.
-func centre(set mechanisms.OutputSet, x []float64) {
-	for j := range x {
-		x[j] = 0
-	}
-	if b, ok := set.(mechanisms.Box); ok {
-		for j := range x {
-			x[j] = b.Lo[j] + (b.Hi[j]-b.Lo[j])/2
-		}
-	}
 }

@@ -32,3 +32,57 @@ func (s *ModelSlot[M]) Load(artifact []byte, parse func([]byte) (*M, error)) err
 	s.p.Store(m)
 	return nil
 }
+
+// Model is a loaded model a [ModelEncoder] serves.
+type Model interface {
+	Encode(rows [][]float32) ([][]float32, error)
+	Decode(latents [][]float32) ([][]float32, error)
+}
+
+// ModelEncoder is the Encoder, Decoder and Loader of a plugin that serves one model type M (as the
+// built-in encoders do): Load decodes an artifact with Parse into its slot, Encode and Decode call the
+// loaded model (ErrNoModel before Load), and Describe reports Info with the loaded model's dimensions
+// and output set (Shape), or Info alone (NoSet) before Load. A plugin embeds it and adds Fit if it fits.
+type ModelEncoder[M any, PM interface {
+	*M
+	Model
+}] struct {
+	Info  Description
+	Parse func(artifact []byte) (*M, error)
+	Shape func(m *M) (inputDim, outputDim int, set OutputSet)
+	slot  ModelSlot[M]
+}
+
+// Describe implements Encoder.
+func (p *ModelEncoder[M, PM]) Describe() Description {
+	d := p.Info
+	d.HasDecoder = true
+	if m := p.slot.Peek(); m != nil {
+		d.InputDim, d.OutputDim, d.OutputSet = p.Shape(m)
+	}
+	return d
+}
+
+// Encode implements Encoder.
+func (p *ModelEncoder[M, PM]) Encode(rows [][]float32) ([][]float32, error) {
+	m, err := p.slot.Get()
+	if err != nil {
+		return nil, err
+	}
+	return PM(m).Encode(rows)
+}
+
+// Decode implements Decoder.
+func (p *ModelEncoder[M, PM]) Decode(latents [][]float32) ([][]float32, error) {
+	m, err := p.slot.Get()
+	if err != nil {
+		return nil, err
+	}
+	return PM(m).Decode(latents)
+}
+
+// Load implements Loader.
+func (p *ModelEncoder[M, PM]) Load(artifact []byte) error { return p.slot.Load(artifact, p.Parse) }
+
+// Loaded returns the loaded model, or nil.
+func (p *ModelEncoder[M, PM]) Loaded() *M { return p.slot.Peek() }

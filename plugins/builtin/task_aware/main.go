@@ -19,9 +19,11 @@ const (
 	Version = "1.0.0"
 )
 
-// Plugin serves a taskaware.Network: Load installs it, Encode (deterministic) and Decode use it.
+// Plugin serves a taskaware.Network: Load installs it (refusing an artifact whose radius or centre
+// disagrees with its weights), Encode (deterministic) and Decode (the decoder trained for the noise at
+// the training ε) use it; before Load the output set is sdk.NoSet, so the host refuses to encode.
 type Plugin struct {
-	m sdk.ModelSlot[taskaware.Network]
+	sdk.ModelEncoder[taskaware.Network, *taskaware.Network]
 }
 
 var (
@@ -30,38 +32,13 @@ var (
 	_ sdk.Loader  = (*Plugin)(nil)
 )
 
-// Describe reports the loaded network: Z outputs in the ℓ1 ball of radius Δ1/2. Before Load the output
-// set is sdk.NoSet, so the host refuses to encode.
-func (p *Plugin) Describe() sdk.Description {
-	d := sdk.Description{Name: Name, Version: Version, HasDecoder: true}
-	if m := p.m.Peek(); m != nil {
-		d.InputDim, d.OutputDim = m.InputDim, m.Z
-		d.OutputSet = sdk.L1Ball(m.Radius)
-	}
-	return d
+// newPlugin returns the plugin with no model loaded: Z outputs in the ℓ1 ball of radius Δ1/2 once one is.
+func newPlugin() *Plugin {
+	return &Plugin{sdk.ModelEncoder[taskaware.Network, *taskaware.Network]{
+		Info:  sdk.Description{Name: Name, Version: Version},
+		Parse: taskaware.LoadNetwork,
+		Shape: func(m *taskaware.Network) (int, int, sdk.OutputSet) { return m.InputDim, m.Z, sdk.L1Ball(m.Radius) },
+	}}
 }
 
-// Encode implements sdk.Encoder.
-func (p *Plugin) Encode(rows [][]float32) ([][]float32, error) {
-	m, err := p.m.Get()
-	if err != nil {
-		return nil, err
-	}
-	return m.Encode(rows)
-}
-
-// Decode implements sdk.Decoder: the decoder trained for the noise at the training ε.
-func (p *Plugin) Decode(latents [][]float32) ([][]float32, error) {
-	m, err := p.m.Get()
-	if err != nil {
-		return nil, err
-	}
-	return m.Decode(latents)
-}
-
-// Load implements sdk.Loader; the artifact's radius is checked against its weights.
-func (p *Plugin) Load(artifact []byte) error {
-	return p.m.Load(artifact, taskaware.LoadNetwork)
-}
-
-func main() { sdk.Serve(new(Plugin)) }
+func main() { sdk.Serve(newPlugin()) }

@@ -26,9 +26,11 @@ const (
 )
 
 // Plugin serves a taskaware.Model through plugins/sdk: Fit returns an
-// artifact, Load installs it, Encode (deterministic) and Decode use it.
+// artifact, Load installs it, Encode (deterministic) and Decode (the LMMSE
+// decoder for the fit's ε) use it. Before Load the output set is sdk.NoSet,
+// so the host refuses to encode.
 type Plugin struct {
-	m sdk.ModelSlot[taskaware.Model]
+	sdk.ModelEncoder[taskaware.Model, *taskaware.Model]
 }
 
 var (
@@ -38,34 +40,14 @@ var (
 	_ sdk.Loader  = (*Plugin)(nil)
 )
 
-// Describe reports the loaded model: Z outputs in the ℓ1 ball of radius
-// Δ1/2. Before Load the output set is sdk.NoSet, so the host refuses to
-// encode.
-func (p *Plugin) Describe() sdk.Description {
-	d := sdk.Description{Name: Name, Version: Version, HasDecoder: true, CanFit: true}
-	if m := p.m.Peek(); m != nil {
-		d.InputDim, d.OutputDim = m.InputDim, m.Z
-		d.OutputSet = sdk.L1Ball(m.Radius)
-	}
-	return d
-}
-
-// Encode implements sdk.Encoder.
-func (p *Plugin) Encode(rows [][]float32) ([][]float32, error) {
-	m, err := p.m.Get()
-	if err != nil {
-		return nil, err
-	}
-	return m.Encode(rows)
-}
-
-// Decode implements sdk.Decoder: the LMMSE decoder for the fit's ε.
-func (p *Plugin) Decode(latents [][]float32) ([][]float32, error) {
-	m, err := p.m.Get()
-	if err != nil {
-		return nil, err
-	}
-	return m.Decode(latents)
+// newPlugin returns the plugin with no model loaded: Z outputs in the ℓ1
+// ball of radius Δ1/2 once one is.
+func newPlugin() *Plugin {
+	return &Plugin{sdk.ModelEncoder[taskaware.Model, *taskaware.Model]{
+		Info:  sdk.Description{Name: Name, Version: Version, CanFit: true},
+		Parse: taskaware.Load,
+		Shape: func(m *taskaware.Model) (int, int, sdk.OutputSet) { return m.InputDim, m.Z, sdk.L1Ball(m.Radius) },
+	}}
 }
 
 // Fit implements sdk.Fitter (params: see taskaware.Params).
@@ -81,9 +63,4 @@ func (p *Plugin) Fit(params json.RawMessage, inputDim int, rows sdk.RowStream) (
 	return m.Artifact()
 }
 
-// Load implements sdk.Loader.
-func (p *Plugin) Load(artifact []byte) error {
-	return p.m.Load(artifact, taskaware.Load)
-}
-
-func main() { sdk.Serve(new(Plugin)) }
+func main() { sdk.Serve(newPlugin()) }

@@ -60,7 +60,7 @@ func (s stream) Next() ([][]float32, error) { return s.next() }
 const params = `{"weights": [2,2,2,2,2,2,2,2,2,2,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1], "eps": 20, "z": 3}`
 
 func TestPluginInProcess(t *testing.T) {
-	p := new(Plugin)
+	p := newPlugin()
 	if d := p.Describe(); d.Ready() || !d.HasDecoder || !d.CanFit || d.Name != Name {
 		t.Fatalf("before Load: %+v", d)
 	}

@@ -19,9 +19,10 @@ const (
 )
 
 // Plugin serves a vlm.Model through plugins/sdk: Load installs an artifact
-// (vlm.Model.MarshalBinary), Encode and Decode use it.
+// (vlm.Model.MarshalBinary), Encode and Decode use it. Before Load the output
+// set is sdk.NoSet, so the host refuses to encode.
 type Plugin struct {
-	m sdk.ModelSlot[vlm.Model]
+	sdk.ModelEncoder[vlm.Model, *vlm.Model]
 }
 
 var (
@@ -30,40 +31,17 @@ var (
 	_ sdk.Loader  = (*Plugin)(nil)
 )
 
-// Describe reports the loaded model: InputDim inputs, D outputs in the ℓ1 ball
-// of radius L, with a decoder. Before Load the output set is sdk.NoSet, so the
-// host refuses to encode.
-func (p *Plugin) Describe() sdk.Description {
-	d := sdk.Description{Name: Name, Version: Version, HasDecoder: true}
-	if m := p.m.Peek(); m != nil {
-		c := m.Config()
-		d.InputDim, d.OutputDim = m.InputDim(), c.D
-		d.OutputSet = sdk.L1Ball(c.L)
-	}
-	return d
+// newPlugin returns the plugin with no model loaded: D outputs in the ℓ1 ball
+// of radius L once one is.
+func newPlugin() *Plugin {
+	return &Plugin{sdk.ModelEncoder[vlm.Model, *vlm.Model]{
+		Info:  sdk.Description{Name: Name, Version: Version},
+		Parse: vlm.UnmarshalModel,
+		Shape: func(m *vlm.Model) (int, int, sdk.OutputSet) {
+			c := m.Config()
+			return m.InputDim(), c.D, sdk.L1Ball(c.L)
+		},
+	}}
 }
 
-// Encode implements sdk.Encoder: the deterministic clipped encoder mean.
-func (p *Plugin) Encode(rows [][]float32) ([][]float32, error) {
-	m, err := p.m.Get()
-	if err != nil {
-		return nil, err
-	}
-	return m.Encode(rows)
-}
-
-// Decode implements sdk.Decoder: the decoder mean of each latent.
-func (p *Plugin) Decode(latents [][]float32) ([][]float32, error) {
-	m, err := p.m.Get()
-	if err != nil {
-		return nil, err
-	}
-	return m.Decode(latents)
-}
-
-// Load implements sdk.Loader: artifact is a vlm.Model.MarshalBinary output.
-func (p *Plugin) Load(artifact []byte) error {
-	return p.m.Load(artifact, vlm.UnmarshalModel)
-}
-
-func main() { sdk.Serve(new(Plugin)) }
+func main() { sdk.Serve(newPlugin()) }

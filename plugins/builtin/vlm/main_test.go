@@ -33,7 +33,7 @@ func trainSmall(t *testing.T) (*vlm.Model, [][]float32) {
 }
 
 func TestPluginInProcess(t *testing.T) {
-	p := new(Plugin)
+	p := newPlugin()
 	d := p.Describe()
 	if d.Ready() || d.OutputSet.Kind != sdk.NoSet || !d.HasDecoder || d.CanFit || d.Name != Name {
 		t.Fatalf("before Load: %+v", d)

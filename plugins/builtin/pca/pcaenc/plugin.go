@@ -15,7 +15,7 @@ const (
 // Plugin serves a Model through plugins/sdk: Fit returns an artifact, Load
 // installs it, Encode and Decode use it.
 type Plugin struct {
-	m sdk.ModelSlot[Model]
+	sdk.ModelEncoder[Model, *Model]
 }
 
 var (
@@ -25,35 +25,14 @@ var (
 	_ sdk.Loader  = (*Plugin)(nil)
 )
 
-// NewPlugin returns a plugin with no model loaded.
-func NewPlugin() *Plugin { return new(Plugin) }
-
-// Describe reports the loaded model: D outputs in the L1 ball of radius L.
-func (p *Plugin) Describe() sdk.Description {
-	d := sdk.Description{Name: Name, Version: Version, HasDecoder: true, CanFit: true}
-	if m := p.m.Peek(); m != nil {
-		d.InputDim, d.OutputDim = m.InputDim, m.D
-		d.OutputSet = sdk.L1Ball(m.L)
-	}
-	return d
-}
-
-// Encode implements sdk.Encoder.
-func (p *Plugin) Encode(rows [][]float32) ([][]float32, error) {
-	m, err := p.m.Get()
-	if err != nil {
-		return nil, err
-	}
-	return m.Encode(rows)
-}
-
-// Decode implements sdk.Decoder.
-func (p *Plugin) Decode(latents [][]float32) ([][]float32, error) {
-	m, err := p.m.Get()
-	if err != nil {
-		return nil, err
-	}
-	return m.Decode(latents)
+// NewPlugin returns a plugin with no model loaded: D outputs in the L1 ball of
+// radius L once one is.
+func NewPlugin() *Plugin {
+	return &Plugin{sdk.ModelEncoder[Model, *Model]{
+		Info:  sdk.Description{Name: Name, Version: Version, CanFit: true},
+		Parse: Load,
+		Shape: func(m *Model) (int, int, sdk.OutputSet) { return m.InputDim, m.D, sdk.L1Ball(m.L) },
+	}}
 }
 
 // Fit implements sdk.Fitter; params are {"d": 8, "l": 10}.
@@ -67,9 +46,4 @@ func (p *Plugin) Fit(params json.RawMessage, inputDim int, rows sdk.RowStream) (
 		return nil, err
 	}
 	return m.Artifact()
-}
-
-// Load implements sdk.Loader.
-func (p *Plugin) Load(artifact []byte) error {
-	return p.m.Load(artifact, Load)
 }
