@@ -285,3 +285,39 @@ func TestTrainConfigErrors(t *testing.T) {
 		t.Errorf("a fractional class: %v", err)
 	}
 }
+
+// At a small ε on standardised features the decoded rows, and so the task model's logits, can be
+// large: training must not turn NaN (gorgonia's LogSoftMax did, from epoch 2: graph.CrossEntropyRows).
+func TestTrainSmallEpsStandardised(t *testing.T) {
+	trX, trY, _, _ := wdbcSplit(t)
+	n := len(trX[0])
+	mu, sd := make([]float64, n), make([]float64, n)
+	for _, x := range trX {
+		for j, v := range x {
+			mu[j] += float64(v) / float64(len(trX))
+		}
+	}
+	for _, x := range trX {
+		for j, v := range x {
+			sd[j] += (float64(v) - mu[j]) * (float64(v) - mu[j]) / float64(len(trX))
+		}
+	}
+	std := make([][]float32, len(trX))
+	for i, x := range trX {
+		std[i] = make([]float32, n)
+		for j, v := range x {
+			std[i][j] = float32((float64(v) - mu[j]) / math.Sqrt(sd[j]))
+		}
+	}
+	for _, enc := range []string{EncoderLinear, EncoderMLP} {
+		c := quickConfig(DesignTaskAware, enc, 2.8)
+		c.Epochs, c.TaskEpochs = 10, 300
+		m, err := Train(context.Background(), c, std[:200], trY[:200], nil)
+		if err != nil {
+			t.Fatalf("%s: %v", enc, err)
+		}
+		if math.IsNaN(m.TrainLoss) || math.IsInf(m.TrainLoss, 0) {
+			t.Fatalf("%s: train loss %v", enc, m.TrainLoss)
+		}
+	}
+}

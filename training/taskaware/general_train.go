@@ -314,18 +314,8 @@ func taskLossNode(task string, out, target, rowW *G.Node) (*G.Node, error) {
 			return nil, err
 		}
 	} else {
-		ls, err := G.LogSoftMax(out, 1)
-		if err != nil {
-			return nil, err
-		}
-		tl, err := G.HadamardProd(ls, target)
-		if err != nil {
-			return nil, err
-		}
-		if per, err = G.Sum(tl, 1); err != nil {
-			return nil, err
-		}
-		if per, err = G.Neg(per); err != nil {
+		var err error
+		if per, err = graph.CrossEntropyRows(out, target); err != nil {
 			return nil, err
 		}
 	}
