@@ -287,32 +287,38 @@ func TestTrainConfigErrors(t *testing.T) {
 }
 
 // At a small ε on standardised features the decoded rows, and so the task model's logits, can be
-// large: training must not turn NaN (gorgonia's LogSoftMax did, from epoch 2: graph.CrossEntropyRows).
+// large: training must not turn NaN (gorgonia's LogSoftMax did, in epoch 2, on exactly these rows: the
+// 200 auxiliary rows of training/experiments' split of standardised WDBC; graph.CrossEntropyRows).
 func TestTrainSmallEpsStandardised(t *testing.T) {
-	trX, trY, _, _ := wdbcSplit(t)
-	n := len(trX[0])
-	mu, sd := make([]float64, n), make([]float64, n)
-	for _, x := range trX {
-		for j, v := range x {
-			mu[j] += float64(v) / float64(len(trX))
+	w, err := datasets.LoadWDBC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, d := len(w.Features), len(w.Features[0])
+	mu, sd := make([]float64, d), make([]float64, d)
+	for _, f := range w.Features {
+		for j, v := range f {
+			mu[j] += v / float64(n)
 		}
 	}
-	for _, x := range trX {
-		for j, v := range x {
-			sd[j] += (float64(v) - mu[j]) * (float64(v) - mu[j]) / float64(len(trX))
+	for _, f := range w.Features {
+		for j, v := range f {
+			sd[j] += (v - mu[j]) * (v - mu[j]) / float64(n)
 		}
 	}
-	std := make([][]float32, len(trX))
-	for i, x := range trX {
-		std[i] = make([]float32, n)
-		for j, v := range x {
-			std[i][j] = float32((float64(v) - mu[j]) / math.Sqrt(sd[j]))
+	var rows [][]float32
+	var labels []float64
+	for _, p := range rand.New(rand.NewPCG(3, 3)).Perm(n)[:200] {
+		x := make([]float32, d)
+		for j, v := range w.Features[p] {
+			x[j] = float32((v - mu[j]) / math.Sqrt(sd[j]))
 		}
+		rows, labels = append(rows, x), append(labels, float64(w.Labels[p]))
 	}
 	for _, enc := range []string{EncoderLinear, EncoderMLP} {
-		c := quickConfig(DesignTaskAware, enc, 2.8)
-		c.Epochs, c.TaskEpochs = 10, 300
-		m, err := Train(context.Background(), c, std[:200], trY[:200], nil)
+		c := DefaultTrainConfig() // a task model trained the default 4,000 steps: confident logits
+		c.Label, c.Eps, c.Encoder, c.Epochs = "y", 2.8, enc, 5
+		m, err := Train(context.Background(), c, rows, labels, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", enc, err)
 		}
