@@ -69,3 +69,34 @@ func TestCDPTrainingChargesTheLedger(t *testing.T) {
 		t.Fatalf("without CDP: %s %q, warning %q", state, msg, warn)
 	}
 }
+
+// The task-aware mechanism trained under CDP on a protected labelled table: every unit charged ε_CDP
+// before training, the run's record in ldp_models.params, the mechanism usable.
+func TestTaskAwareCDPChargesTheLedger(t *testing.T) {
+	l := newLedgerEngine(t, buildPlugins(t, "task_aware"))
+	fillWDBCMinMax(l)
+	l.q("CREATE TABLE aux AS SELECT * FROM wdbc WHERE id <= 398")
+	l.q("CALL ldp_set_budget('aux', 5, 'charge', 'id')")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	id := toInt64(t, l.q(`CALL ldp_train_mechanism('tacdp', 'task_aware', 'aux', 'features', '{"label": "label", "eps": 10, "epochs": 20, "task_epochs": 20, "batch_size": 40, "input_range": [0, 1], "classes": 2, "cdp": {"epsilon": 3}}')`)[0][0])
+	if job, err := l.e.Jobs.Wait(ctx, id); err != nil || job.State != "succeeded" {
+		t.Fatalf("job: %s %s %v", job.State, job.Error, err)
+	}
+	spent := l.q("SELECT COUNT(*), MIN(spent), MAX(spent) FROM ldpsql_catalog.ldp_budget_units WHERE table_name = 'aux'")
+	if toInt64(t, spent[0][0]) != 398 || toFloat(t, spent[0][1]) != 3 || toFloat(t, spent[0][2]) != 3 {
+		t.Fatalf("units charged: %v, want all 398 at ε = 3", spent)
+	}
+	var raw string
+	if err := l.e.DuckDB.QueryRow("SELECT params FROM ldpsql_catalog.ldp_models WHERE name = 'tacdp'").Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]map[string]float64
+	_ = json.Unmarshal([]byte(raw), &m)
+	if c := m["cdp"]; !(c["spent_epsilon"] <= 3 && c["spent_epsilon"] > 2.9) || c["steps"] != 40*10 {
+		t.Fatalf("recorded params %s", raw)
+	}
+	if n := l.q("SELECT COUNT(*) FROM wdbc WHERE LDP_ENCODE(features, 10, 'tacdp') IS NOT NULL AND id > 398"); toInt64(t, n[0][0]) != 171 {
+		t.Fatalf("releases: %v", n)
+	}
+}

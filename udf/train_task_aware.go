@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/dolthub/go-mysql-server/sql"
 
@@ -42,6 +43,11 @@ func (p *procedures) trainTaskAware(ctx *sql.Context, name, auxTable, featuresCo
 	createdBy := user(ctx)
 	trainingTable := qualifiedTable(ctx, auxTable)
 	recorded := json.RawMessage(params)
+	auxDB, auxName := splitTable(ctx, auxTable)
+	budget, protected := p.e.Ledger.Budget(engine.TableRef{Database: auxDB, Table: auxName})
+	if protected && cfg.CDP == nil && !p.e.IsDBA(ctx) {
+		return nil, fmt.Errorf("%s: %s is protected by the privacy ledger: train under central DP (\"cdp\": {\"epsilon\": …})", fn, trainingTable)
+	}
 	id, err := p.e.Jobs.Start("train "+kind, name, recorded, createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
 		session := sql.NewBaseSessionWithClientServer("job", caller, 0)
 		session.SetCurrentDatabase(db)
@@ -50,10 +56,26 @@ func (p *procedures) trainTaskAware(ctx *sql.Context, name, auxTable, featuresCo
 		if err != nil {
 			return err
 		}
+		var warnings []string
+		switch {
+		case protected && cfg.CDP != nil:
+			units, err := p.chargeTraining(sctx, fn, budget, name, cfg.CDP.Epsilon, createdBy)
+			if err != nil {
+				return err
+			}
+			p.log("%s: charged ε_CDP = %g to each of the %d units of %s", fn, cfg.CDP.Epsilon, units, trainingTable)
+		case protected:
+			warnings = append(warnings, fmt.Sprintf("trained without CDP on protected table %s: the weights (the task model's included) are not protected", trainingTable))
+		}
 		p.log("%s: training %s (%s) on %d rows of %s", fn, name, kind, len(rows), auxTable)
 		model, err := taskaware.Train(jctx, cfg, rows, labels, func(pr nn.Progress) { report(jobProgress(pr)) })
 		if err != nil {
 			return err
+		}
+		if model.CDP != nil {
+			if recorded, err = withParam(string(recorded), "cdp", model.CDP); err != nil {
+				return err
+			}
 		}
 		artifact, err := model.Artifact()
 		if err != nil {
@@ -63,7 +85,10 @@ func (p *procedures) trainTaskAware(ctx *sql.Context, name, auxTable, featuresCo
 			return err
 		}
 		if warning := p.diagnoseAfterFit(jctx, fn, name, sampleRows(rows), auxTable, featuresCol, diag); warning != "" {
-			report(engine.JobProgress{Warning: warning})
+			warnings = append(warnings, warning)
+		}
+		if len(warnings) > 0 {
+			report(engine.JobProgress{Warning: strings.Join(warnings, "; ")})
 		}
 		return nil
 	})

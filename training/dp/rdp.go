@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 )
 
 // Orders are the Rényi orders α the accountant evaluates (integers: the binomial expansion below is
@@ -113,4 +114,41 @@ func Calibrate(q float64, steps int, targetEps, delta float64) (float64, error) 
 		return 0, errors.New("calibration failed")
 	}
 	return hi, nil
+}
+
+// Target is the central DP a training run must meet (Epsilon, Delta), and after training what it met.
+type Target struct {
+	Epsilon float64 `json:"epsilon"`
+	Delta   float64 `json:"delta,omitempty"`
+	// Set by training: the noise multiplier σ (noise N(0, (σC)²) on each step's clipped gradient sum),
+	// the Poisson sampling rate, the number of steps, the ε the accountant gives for them (≤ Epsilon)
+	// and the Rényi order it was read at.
+	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"`
+	SamplingRate    float64 `json:"sampling_rate,omitempty"`
+	Steps           int     `json:"steps,omitempty"`
+	Spent           float64 `json:"spent_epsilon,omitempty"`
+	Order           int     `json:"rdp_order,omitempty"`
+}
+
+// PoissonSample appends to dst the rows 0..n−1 each included with probability q independently, in
+// order, drawing the geometric gaps between included rows (about q·n draws, not n).
+func PoissonSample(r *rand.Rand, n int, q float64, dst []int) []int {
+	if q >= 1 {
+		for i := range n {
+			dst = append(dst, i)
+		}
+		return dst
+	}
+	logq := math.Log1p(-q)
+	for i := -1; ; {
+		u := 1 - r.Float64() // in (0, 1]
+		gap := math.Floor(math.Log(u) / logq)
+		if gap >= float64(n) {
+			return dst
+		}
+		if i += 1 + int(gap); i >= n {
+			return dst
+		}
+		dst = append(dst, i)
+	}
 }

@@ -2,8 +2,11 @@ package taskaware
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 
+	"github.com/ldpsql/ldpsql/training/dp"
 	"github.com/ldpsql/ldpsql/training/internal/jsonconf"
 )
 
@@ -74,6 +77,17 @@ type TrainConfig struct {
 	TaskHidden int    `json:"task_hidden"`
 	TaskEpochs int    `json:"task_epochs" conf:"default"`
 	Seed       uint64 `json:"seed" conf:"default"`
+
+	// CDP, when set, trains the task model and the encoder under central DP (DP-SGD on the labelled
+	// auxiliary rows, see TrainCDP in general_cdp.go): Poisson batches of expected size BatchSize
+	// (required), one step per batch, per-example gradients clipped to MaxGradNorm (default 1). The
+	// input domain and the label range must then be public, not read from the rows: InputRange
+	// [lo, hi] for every feature, Classes (classification) or LabelRange [lo, hi] (regression).
+	CDP         *dp.Target `json:"cdp,omitempty"`
+	MaxGradNorm float64    `json:"max_grad_norm,omitempty"`
+	InputRange  []float64  `json:"input_range,omitempty"`
+	Classes     int        `json:"classes,omitempty"`
+	LabelRange  []float64  `json:"label_range,omitempty"`
 }
 
 // DefaultTrainConfig returns the defaults (Eps has none).
@@ -119,6 +133,39 @@ func (c TrainConfig) validate() error {
 	}
 	if c.Label == "" {
 		return fmt.Errorf(`give "label": the auxiliary table's column the task model learns to predict`)
+	}
+	if c.InputRange != nil && (len(c.InputRange) != 2 || !(c.InputRange[0] < c.InputRange[1]) || math.IsInf(c.InputRange[0], 0) || math.IsInf(c.InputRange[1], 0)) {
+		return fmt.Errorf("input_range = %v: want [lo, hi] with lo < hi, finite", c.InputRange)
+	}
+	if c.LabelRange != nil && (len(c.LabelRange) != 2 || !(c.LabelRange[0] < c.LabelRange[1]) || math.IsInf(c.LabelRange[0], 0) || math.IsInf(c.LabelRange[1], 0)) {
+		return fmt.Errorf("label_range = %v: want [lo, hi] with lo < hi, finite", c.LabelRange)
+	}
+	if c.Classes != 0 && (c.Classes < 2 || c.Classes > MaxClasses || c.Task != TaskClassification) {
+		return fmt.Errorf("classes = %d: want 2 to %d, for classification", c.Classes, MaxClasses)
+	}
+	if c.CDP == nil {
+		if c.MaxGradNorm != 0 {
+			return errors.New(`max_grad_norm is for cdp training: give "cdp": {"epsilon": …} too`)
+		}
+		return nil
+	}
+	switch {
+	case !(c.CDP.Epsilon > 0 && c.CDP.Epsilon <= 100):
+		return fmt.Errorf("cdp.epsilon = %v: want a number in (0, 100]", c.CDP.Epsilon)
+	case c.CDP.Delta != 0 && !(c.CDP.Delta > 0 && c.CDP.Delta < 1):
+		return fmt.Errorf("cdp.delta = %v: want a number in (0, 1) (or leave it out for 1/rows)", c.CDP.Delta)
+	case c.MaxGradNorm != 0 && !(c.MaxGradNorm > 0 && c.MaxGradNorm <= 1e6):
+		return fmt.Errorf("max_grad_norm = %v: want a number in (0, 1e6] (or leave it out for 1)", c.MaxGradNorm)
+	case c.Design != DesignTaskAware:
+		return fmt.Errorf("cdp trains the %q design only", DesignTaskAware)
+	case c.BatchSize == 0:
+		return errors.New("cdp needs batch_size: the expected size of its Poisson batches (sampling rate batch_size/rows)")
+	case c.InputRange == nil:
+		return errors.New(`cdp needs a public input domain: "input_range": [lo, hi] for every feature (the rows' own range would not be protected)`)
+	case c.Task == TaskClassification && c.Classes == 0:
+		return errors.New(`cdp needs "classes": the number of label classes (the labels' own maximum would not be protected)`)
+	case c.Task == TaskRegression && c.LabelRange == nil:
+		return errors.New(`cdp needs "label_range": [lo, hi] for the label (the labels' own range would not be protected)`)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ldpsql/ldpsql/training/datasets"
+	"github.com/ldpsql/ldpsql/training/dp"
 	"github.com/ldpsql/ldpsql/training/nn"
 )
 
@@ -324,6 +325,80 @@ func TestTrainSmallEpsStandardised(t *testing.T) {
 		}
 		if math.IsNaN(m.TrainLoss) || math.IsInf(m.TrainLoss, 0) {
 			t.Fatalf("%s: train loss %v", enc, m.TrainLoss)
+		}
+	}
+}
+
+// minMax scales rows into [0, 1] by the ranges of all rows (public bounds for the CDP test).
+func minMax(rows ...[][]float32) {
+	n := len(rows[0][0])
+	for j := range n {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, rs := range rows {
+			for _, r := range rs {
+				lo, hi = min(lo, float64(r[j])), max(hi, float64(r[j]))
+			}
+		}
+		for _, rs := range rows {
+			for _, r := range rs {
+				r[j] = float32((float64(r[j]) - lo) / (hi - lo))
+			}
+		}
+	}
+}
+
+// CDP training: the record says what the run met (spent ε ≤ the target, the steps of both phases, σ),
+// the input box is the public one given (not the rows'), the encoder still beats the task-agnostic
+// release at ε = 20, and a CDP run without a public domain, classes or batch size is refused.
+func TestTaskAwareCDP(t *testing.T) {
+	trX, trY, teX, teY := wdbcSplit(t)
+	minMax(trX, teX)
+	c := quickConfig(DesignTaskAware, EncoderMLP, 20)
+	c.Epochs, c.TaskEpochs, c.BatchSize, c.LR = 60, 60, 40, 5e-3
+	c.CDP, c.InputRange, c.Classes = &dp.Target{Epsilon: 4}, []float64{0, 1}, 2
+	m, err := Train(context.Background(), c, trX, trY, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := m.CDP
+	if r == nil || r.Steps != 120*10 || !(r.Spent <= 4 && r.Spent > 3.9) || !(r.NoiseMultiplier > 0) || r.Delta != 1.0/398 || r.SamplingRate != 40.0/398 {
+		t.Fatalf("CDP record %+v", r)
+	}
+	for j := range m.Lo {
+		if m.Lo[j] != 0 || m.Hi[j] != 1 {
+			t.Fatalf("input box [%v, %v] at feature %d, want the given [0, 1]", m.Lo[j], m.Hi[j], j)
+		}
+	}
+	ev, err := m.Evaluate(teX, teY, 20, 20, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Design, c.CDP, c.MaxGradNorm = DesignTaskAgnostic, nil, 0
+	ag, err := Train(context.Background(), c, trX, trY, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eag, _ := ag.Evaluate(teX, teY, 20, 20, 1)
+	t.Logf("σ = %.3f, ε spent %.3f over %d steps: test loss %.3f (accuracy %.3f); task-agnostic without CDP %.3f (%.3f)",
+		r.NoiseMultiplier, r.Spent, r.Steps, ev.Loss, ev.Accuracy, eag.Loss, eag.Accuracy)
+	if !(ev.Loss < eag.Loss) {
+		t.Errorf("CDP task-aware loss %.3f, task-agnostic %.3f", ev.Loss, eag.Loss)
+	}
+	art, _ := m.Artifact()
+	if back, err := LoadNetwork(art); err != nil || back.CDP == nil || *back.CDP != *r {
+		t.Fatalf("the CDP record after the artifact: %v", err)
+	}
+	for raw, want := range map[string]string{
+		`{"label": "y", "eps": 5, "cdp": {"epsilon": 1}, "input_range": [0, 1], "classes": 2}`:                                              "cdp needs batch_size",
+		`{"label": "y", "eps": 5, "cdp": {"epsilon": 1}, "batch_size": 32, "classes": 2}`:                                                   "public input domain",
+		`{"label": "y", "eps": 5, "cdp": {"epsilon": 1}, "batch_size": 32, "input_range": [0, 1]}`:                                          `"classes"`,
+		`{"label": "y", "eps": 5, "task": "regression", "cdp": {"epsilon": 1}, "batch_size": 32, "input_range": [0, 1]}`:                    `"label_range"`,
+		`{"label": "y", "eps": 5, "cdp": {"epsilon": 1}, "batch_size": 32, "input_range": [1, 0], "classes": 2}`:                            "input_range = [1 0]",
+		`{"label": "y", "eps": 5, "design": "task_agnostic", "cdp": {"epsilon": 1}, "batch_size": 32, "input_range": [0, 1], "classes": 2}`: "task_aware",
+		`{"label": "y", "eps": 5, "max_grad_norm": 2}`:                                                                                      "max_grad_norm is for cdp",
+	} {
+		if _, err := ParseTrainConfig(json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", raw, err, want)
 		}
 	}
 }

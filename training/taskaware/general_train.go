@@ -55,7 +55,7 @@ func TrainFrom(ctx context.Context, c TrainConfig, base *Network, rows [][]float
 	if c.Design == DesignTaskAgnostic {
 		m.Z = n
 	}
-	if err := m.setBox(rows); err != nil {
+	if err := m.setBox(rows, c.InputRange); err != nil {
 		return nil, err
 	}
 	u := make([]float32, len(rows)*n)
@@ -64,12 +64,20 @@ func TrainFrom(ctx context.Context, c TrainConfig, base *Network, rows [][]float
 			u[r*n+j] = float32(v)
 		}
 	}
-	k, targets, err := m.setTargets(labels)
+	k, targets, err := m.setTargets(labels, c.Classes, c.LabelRange)
 	if err != nil {
 		return nil, err
 	}
 
 	t := trainer{c: c, m: m, u: u, targets: targets, k: k, n: len(rows), bs: c.batchSize(len(rows))}
+	if c.CDP != nil {
+		if base != nil {
+			return nil, errors.New("task_aware: cdp training trains its own task model")
+		}
+		if err := t.setupCDP(); err != nil {
+			return nil, err
+		}
+	}
 	total := c.Epochs
 	if c.Design == DesignPrivacyAgnostic {
 		total += c.Epochs
@@ -125,6 +133,9 @@ func TrainFrom(ctx context.Context, c TrainConfig, base *Network, rows [][]float
 		return nil, err
 	}
 	m.TrainLoss, m.Epochs = loss, c.Epochs
+	if t.cdp != nil {
+		m.CDP = t.cdp.record
+	}
 	d1, centre, err := m.sensitivity()
 	if err != nil {
 		return nil, err
@@ -139,8 +150,9 @@ func TrainFrom(ctx context.Context, c TrainConfig, base *Network, rows [][]float
 	return m, nil
 }
 
-// setBox records the auxiliary rows' per-feature range, the public input domain.
-func (m *Network) setBox(rows [][]float32) error {
+// setBox records the input domain: the public range given (every feature in [lo, hi]), else the
+// auxiliary rows' per-feature range, published with the model.
+func (m *Network) setBox(rows [][]float32, given []float64) error {
 	n := m.InputDim
 	m.Lo, m.Hi = make([]float64, n), make([]float64, n)
 	for j := range n {
@@ -158,12 +170,18 @@ func (m *Network) setBox(rows [][]float32) error {
 			m.Lo[j], m.Hi[j] = min(m.Lo[j], f), max(m.Hi[j], f)
 		}
 	}
+	if given != nil {
+		for j := range n {
+			m.Lo[j], m.Hi[j] = given[0], given[1]
+		}
+	}
 	return nil
 }
 
-// setTargets returns f's output count and the targets, row-major: one-hot classes, or the label
-// scaled to [0, 1] by the rows' range.
-func (m *Network) setTargets(labels []float64) (int, []float32, error) {
+// setTargets returns f's output count and the targets, row-major: one-hot classes (classes of them
+// when given), or the label scaled to [0, 1] by its range (the given one, labels clipped into it, else
+// the rows').
+func (m *Network) setTargets(labels []float64, classes int, labelRange []float64) (int, []float32, error) {
 	if m.Task == TaskRegression {
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for i, y := range labels {
@@ -172,14 +190,24 @@ func (m *Network) setTargets(labels []float64) (int, []float32, error) {
 			}
 			lo, hi = min(lo, y), max(hi, y)
 		}
+		if labelRange != nil {
+			lo, hi = labelRange[0], labelRange[1]
+		}
 		m.LabelLo, m.LabelHi = lo, hi
 		t := make([]float32, len(labels))
 		for i, y := range labels {
-			t[i] = float32((y - lo) / max(hi-lo, 1e-300))
+			t[i] = float32((min(hi, max(lo, y)) - lo) / max(hi-lo, 1e-300))
 		}
 		return 1, t, nil
 	}
-	k := 2
+	if classes > 0 {
+		for i, y := range labels {
+			if y != math.Trunc(y) || y < 0 || y >= float64(classes) {
+				return 0, nil, fmt.Errorf("task_aware: label of row %d is %v: want a class 0 to %d (classes = %d)", i+1, y, classes-1, classes)
+			}
+		}
+	}
+	k := max(2, classes)
 	for i, y := range labels {
 		if y != math.Trunc(y) || y < 0 || y >= MaxClasses {
 			return 0, nil, fmt.Errorf("task_aware: label of row %d is %v: classification wants integer classes 0 to %d", i+1, y, MaxClasses-1)
@@ -201,7 +229,8 @@ type trainer struct {
 	u       []float32 // scaled rows, n × InputDim
 	targets []float32 // n × k
 	k, n    int
-	bs      int
+	bs      int // the graph's rows: the batch size, or under CDP a little more than its expected size
+	cdp     *cdpRun
 }
 
 // net is a compiled training graph: inputs, the loss, and the trainable parameters with the layers they
@@ -214,6 +243,9 @@ type net struct {
 	layers             []*Layer // params[2i], params[2i+1] are layers[i]'s W and B
 	uBuf, wBuf, rwBuf  []float32
 	tBuf               []float32
+	// Under CDP: each trainable layer's input and the loss's gradient at its pre-activation (zero
+	// probe inputs, graph.DenseProbed), for graph.AddClipped; no parameter gradient is taken.
+	layerIn, zGrad, probes []*G.Node
 }
 
 // build compiles the graph: f(Dec(Enc(u) + w)) when codec, else f(u); trainable are f's layers
@@ -239,8 +271,13 @@ func (t *trainer) build(codec bool) (*net, error) {
 					nt.params = append(nt.params, w, b)
 					nt.layers = append(nt.layers, l)
 				}
+				var probe *G.Node
+				if trainable && t.cdp != nil {
+					probe = graph.Matrix(g, fmt.Sprintf("%s%d.probe", name, i), bs, l.Out, make([]float32, bs*l.Out))
+					nt.layerIn, nt.probes = append(nt.layerIn, x), append(nt.probes, probe)
+				}
 				var err error
-				if x, err = graph.Dense(x, w, b, l.Act); err != nil {
+				if x, err = graph.DenseProbed(x, w, b, probe, l.Act); err != nil {
 					return nil, fmt.Errorf("%s layer %d: %w", name, i, err)
 				}
 			}
@@ -266,6 +303,12 @@ func (t *trainer) build(codec bool) (*net, error) {
 		}
 		if nt.loss, err = taskLossNode(t.m.Task, out, nt.target, nt.rowW); err != nil {
 			return nil, nil, err
+		}
+		if t.cdp != nil {
+			if nt.zGrad, err = G.Grad(nt.loss, nt.probes...); err != nil {
+				return nil, nil, fmt.Errorf("gradient: %w", err)
+			}
+			return g, nt.probes, nil
 		}
 		if _, err := G.Grad(nt.loss, nt.params...); err != nil {
 			return nil, nil, fmt.Errorf("gradient: %w", err)
@@ -400,6 +443,13 @@ func (t *trainer) fitTaskModel(ctx context.Context, loop nn.Loop) (float64, erro
 		return 0, err
 	}
 	defer nt.vm.Close()
+	if t.cdp != nil {
+		loss, err := t.cdpTrain(ctx, nt, loop, 0, 0, nil)
+		if err != nil {
+			return 0, wrapTrainErr(ctx, "task model", err)
+		}
+		return loss, nt.copyBack()
+	}
 	var opt *nn.Adam[float32, float32]
 	res, err := loop.Run(ctx, t.n, nn.Steps{Step: func(batch []int) (float64, error) {
 		t.load(nt, batch)
@@ -437,6 +487,13 @@ func (t *trainer) fitCodec(ctx context.Context, loop nn.Loop, ph codecPhase) (fl
 	}
 	defer nt.vm.Close()
 	nEnc := 2 * len(t.m.Enc) // the encoder's parameters come first
+	if t.cdp != nil {
+		loss, err := t.cdpTrain(ctx, nt, loop, nEnc, ph.eta, &ph)
+		if err != nil {
+			return 0, wrapTrainErr(ctx, "encoder", err)
+		}
+		return loss, nt.copyBack()
+	}
 	var encOpt, decOpt *nn.Adam[float32, float32]
 	steps := ph.steps
 	if steps == 0 {

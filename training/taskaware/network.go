@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/ldpsql/ldpsql/training/dp"
 	"github.com/ldpsql/ldpsql/training/nn"
 	"github.com/ldpsql/ldpsql/training/nn/graph"
 )
@@ -128,6 +129,8 @@ type Network struct {
 	// ExtremeVertices, for a linear encoder, are two opposite vertices of the input box whose
 	// encodings are Δ1 apart ([Network.Extremes]), for an auditor's --inputs.
 	ExtremeVertices [][]float64 `json:"extreme_vertices,omitempty"`
+	// CDP is what a CDP training run met (σ, sampling rate, steps, spent ε), nil without CDP.
+	CDP *dp.Target `json:"cdp,omitempty"`
 }
 
 // LoadNetwork decodes and checks an artifact.

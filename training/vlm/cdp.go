@@ -3,11 +3,8 @@ package vlm
 import (
 	crand "crypto/rand"
 	"fmt"
-	"math"
 	"math/rand/v2"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
 	G "gorgonia.org/gorgonia"
 
 	"github.com/ldpsql/ldpsql/training/dp"
@@ -74,7 +71,7 @@ func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, n, bs, gbs int,
 	sampled := make([]int, 0, 2*gbs)
 
 	return func([]int) (float64, error) {
-		sampled = poissonSample(secure, n, q, sampled[:0])
+		sampled = dp.PoissonSample(secure, n, q, sampled[:0])
 		for _, g := range segG {
 			clear(g)
 		}
@@ -131,82 +128,8 @@ func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, n, bs, gbs int,
 	}, nil
 }
 
-// addClipped adds to grads (laid out as tg.params) the sum over the first k rows of the batch just run
-// (the graph holds gbs rows) of each row's gradient clipped to ℓ2 norm clip, formed from the layers'
-// inputs and pre-activation gradients; norms (gbs) and scaled are scratch.
+// addClipped adds to grads (laid out as tg.params) the sum of the first k rows' gradients, each clipped
+// to ℓ2 norm clip (graph.AddClipped).
 func (tg *trainGraph) addClipped(gbs, k int, clip float64, norms []float64, scaled *[]float32, grads [][]float32) error {
-	xs, ds := make([][]float32, len(tg.layerIn)), make([][]float32, len(tg.layerIn))
-	clear(norms)
-	for l := range tg.layerIn {
-		var err error
-		if xs[l], err = graph.F32s(tg.layerIn[l].Value()); err != nil {
-			return fmt.Errorf("layer %d input: %w", l, err)
-		}
-		if ds[l], err = graph.F32s(tg.zGrad[l].Value()); err != nil {
-			return fmt.Errorf("layer %d gradient: %w", l, err)
-		}
-		din, dout := len(xs[l])/gbs, len(ds[l])/gbs
-		for r := range k {
-			xx, gg := 1.0, 0.0
-			for _, v := range xs[l][r*din : (r+1)*din] {
-				xx += float64(v) * float64(v)
-			}
-			for _, v := range ds[l][r*dout : (r+1)*dout] {
-				gg += float64(v) * float64(v)
-			}
-			norms[r] += xx * gg
-		}
-	}
-	c := make([]float32, k)
-	for r := range k {
-		c[r] = 1
-		if nr := math.Sqrt(norms[r]); nr > clip {
-			c[r] = float32(clip / nr)
-		}
-	}
-	for l := range tg.layerIn {
-		din, dout := len(xs[l])/gbs, len(ds[l])/gbs
-		*scaled = append((*scaled)[:0], ds[l][:k*dout]...)
-		sc := *scaled
-		gb := grads[2*l+1]
-		for r := range k {
-			row := sc[r*dout : (r+1)*dout]
-			for j := range row {
-				row[j] *= c[r]
-				gb[j] += row[j]
-			}
-		}
-		if k == 0 {
-			continue
-		}
-		// W's gradient (din × dout) += Xᵀ·(c∘Δ), over the k rows.
-		blas32.Gemm(blas.Trans, blas.NoTrans, 1,
-			blas32.General{Rows: k, Cols: din, Stride: din, Data: xs[l][:k*din]},
-			blas32.General{Rows: k, Cols: dout, Stride: dout, Data: sc},
-			1, blas32.General{Rows: din, Cols: dout, Stride: dout, Data: grads[2*l]})
-	}
-	return nil
-}
-
-// poissonSample appends to dst the rows 0..n−1 each included with probability q independently, in
-// order, drawing the geometric gaps between included rows (about q·n draws, not n).
-func poissonSample(r *rand.Rand, n int, q float64, dst []int) []int {
-	if q >= 1 {
-		for i := range n {
-			dst = append(dst, i)
-		}
-		return dst
-	}
-	logq := math.Log1p(-q)
-	for i := -1; ; {
-		u := 1 - r.Float64() // in (0, 1]
-		gap := math.Floor(math.Log(u) / logq)
-		if gap >= float64(n) {
-			return dst
-		}
-		if i += 1 + int(gap); i >= n {
-			return dst
-		}
-		dst = append(dst, i)
-	}
+	return graph.AddClipped(tg.layerIn, tg.zGrad, gbs, k, clip, norms, scaled, grads)
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/ldpsql/ldpsql/training/dp"
 	"github.com/ldpsql/ldpsql/training/internal/jsonconf"
 )
 
@@ -74,19 +75,8 @@ type Config struct {
 	MaxGradNorm float64 `json:"max_grad_norm,omitempty"`
 }
 
-// CDPTarget is the central DP a training run must meet, and after training what it met.
-type CDPTarget struct {
-	Epsilon float64 `json:"epsilon"`
-	Delta   float64 `json:"delta,omitempty"`
-	// Set by training: the noise multiplier σ (noise N(0, (σC)²) on each step's clipped gradient sum),
-	// the Poisson sampling rate, the number of steps, the ε the accountant gives for them (≤ Epsilon)
-	// and the Rényi order it was read at.
-	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"`
-	SamplingRate    float64 `json:"sampling_rate,omitempty"`
-	Steps           int     `json:"steps,omitempty"`
-	Spent           float64 `json:"spent_epsilon,omitempty"`
-	Order           int     `json:"rdp_order,omitempty"`
-}
+// CDPTarget is the central DP a training run must meet, and after training what it met (dp.Target).
+type CDPTarget = dp.Target
 
 // DefaultConfig returns the thesis's MNIST settings (§9.3, §9.4) with a
 // learnt training scale: D 8, L 10, hidden {400, 150, 50}, 20 epochs of
