@@ -45,7 +45,10 @@ func TestReproTaskAwareBreastCancerWritesResults(t *testing.T) {
 	if png, err := os.ReadFile(filepath.Join(dir, "loss.png")); err != nil || len(png) < 1000 {
 		t.Errorf("loss.png: %d bytes, %v", len(png), err)
 	}
-	if err := reproCmd([]string{"task-aware", "--dataset", "fashion-mnist"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "not implemented yet") {
-		t.Errorf("fashion-mnist: %v", err)
+	if err := reproCmd([]string{"task-aware", "--dataset", "mnist"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "breast-cancer, fashion-mnist or synthetic") {
+		t.Errorf("an unknown data set: %v", err)
+	}
+	if err := reproCmd([]string{"task-aware", "--designs", "task_aware,random"}, &out, &errs); err == nil || !strings.Contains(err.Error(), `unknown "random"`) {
+		t.Errorf("an unknown design: %v", err)
 	}
 }
