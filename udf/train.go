@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/dolthub/go-mysql-server/sql"
@@ -80,11 +79,9 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	caller := ctx.Session.Client()
 	db := ctx.GetCurrentDatabase()
 	createdBy := user(ctx)
-	trainingTable := qualifiedTable(ctx, auxTable)
-	auxDB, auxName := splitTable(ctx, auxTable)
-	budget, protected := p.e.Ledger.Budget(engine.TableRef{Database: auxDB, Table: auxName})
-	if protected && cfg.CDP == nil && !p.e.IsDBA(ctx) {
-		return nil, fmt.Errorf("%s: %s is protected by the privacy ledger: train under central DP (\"cdp\": {\"epsilon\": …})", fn, trainingTable)
+	led, err := p.ledgerForTraining(ctx, fn, auxTable, cfg.CDP != nil)
+	if err != nil {
+		return nil, err
 	}
 	id, err := p.e.Jobs.Start("train "+kind, name, recorded, createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
 		// The job outlives the CALL's session: it reads as the same user through a session of its own.
@@ -95,44 +92,22 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 		if err != nil {
 			return err
 		}
-		var warnings []string
-		switch {
-		case protected && cfg.CDP != nil:
-			units, err := p.chargeTraining(sctx, fn, budget, name, cfg.CDP.Epsilon, createdBy)
-			if err != nil {
-				return err
-			}
-			p.log("%s: charged ε_CDP = %g to each of the %d units of %s", fn, cfg.CDP.Epsilon, units, trainingTable)
-		case protected:
-			warnings = append(warnings, fmt.Sprintf("trained without CDP on protected table %s: the weights are not protected", trainingTable))
+		warnings, err := p.beforeTraining(sctx, fn, name, led, cfg.CDP, createdBy)
+		if err != nil {
+			return err
 		}
 		p.log("%s: training %s on %d rows of %s", fn, name, len(rows), auxTable)
 		model, err := vlm.Train(jctx, cfg, rows, func(pr nn.Progress) { report(jobProgress(pr)) })
 		if err != nil {
 			return err
 		}
-		if c := model.Config().CDP; c != nil {
-			// What the run met (σ, q, steps, spent ε) goes into ldp_models.params beside what was asked.
-			if recorded, err = withParam(string(recorded), "cdp", c); err != nil {
-				return err
-			}
-			p.log("%s: %s trained under (ε = %.4g, δ = %.3g)-CDP: noise multiplier %.3f, %d steps at sampling rate %.4g", fn, name, c.Spent, c.Delta, c.NoiseMultiplier, c.Steps, c.SamplingRate)
-		}
 		artifact, err := model.MarshalBinary()
 		if err != nil {
 			return err
 		}
-		if _, err = p.registerModel(jctx, name, kind, plugin, trainingTable, featuresCol, int64(len(rows)), recorded, artifact, createdBy); err != nil {
-			return err
-		}
-		// The mechanism is registered; its diagnostics (at eps_target) may add a warning to the job.
-		if warning := p.diagnoseAfterFit(jctx, fn, name, sampleRows(rows), auxTable, featuresCol, diag); warning != "" {
-			warnings = append(warnings, warning)
-		}
-		if len(warnings) > 0 {
-			report(engine.JobProgress{Warning: strings.Join(warnings, "; ")})
-		}
-		return nil
+		return p.finishTraining(jctx, trained{fn: fn, name: name, kind: kind, plugin: plugin, auxTable: auxTable, featuresCol: featuresCol,
+			trainingTable: led.table, rows: rows, recorded: recorded, cdp: model.Config().CDP, artifact: artifact, createdBy: createdBy,
+			diag: diag, warnings: warnings}, report)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)

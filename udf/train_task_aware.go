@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/dolthub/go-mysql-server/sql"
 
@@ -41,12 +40,10 @@ func (p *procedures) trainTaskAware(ctx *sql.Context, name, auxTable, featuresCo
 	caller := ctx.Session.Client()
 	db := ctx.GetCurrentDatabase()
 	createdBy := user(ctx)
-	trainingTable := qualifiedTable(ctx, auxTable)
 	recorded := json.RawMessage(params)
-	auxDB, auxName := splitTable(ctx, auxTable)
-	budget, protected := p.e.Ledger.Budget(engine.TableRef{Database: auxDB, Table: auxName})
-	if protected && cfg.CDP == nil && !p.e.IsDBA(ctx) {
-		return nil, fmt.Errorf("%s: %s is protected by the privacy ledger: train under central DP (\"cdp\": {\"epsilon\": …})", fn, trainingTable)
+	led, err := p.ledgerForTraining(ctx, fn, auxTable, cfg.CDP != nil)
+	if err != nil {
+		return nil, err
 	}
 	id, err := p.e.Jobs.Start("train "+kind, name, recorded, createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
 		session := sql.NewBaseSessionWithClientServer("job", caller, 0)
@@ -56,41 +53,22 @@ func (p *procedures) trainTaskAware(ctx *sql.Context, name, auxTable, featuresCo
 		if err != nil {
 			return err
 		}
-		var warnings []string
-		switch {
-		case protected && cfg.CDP != nil:
-			units, err := p.chargeTraining(sctx, fn, budget, name, cfg.CDP.Epsilon, createdBy)
-			if err != nil {
-				return err
-			}
-			p.log("%s: charged ε_CDP = %g to each of the %d units of %s", fn, cfg.CDP.Epsilon, units, trainingTable)
-		case protected:
-			warnings = append(warnings, fmt.Sprintf("trained without CDP on protected table %s: the weights (the task model's included) are not protected", trainingTable))
+		warnings, err := p.beforeTraining(sctx, fn, name, led, cfg.CDP, createdBy)
+		if err != nil {
+			return err
 		}
 		p.log("%s: training %s (%s) on %d rows of %s", fn, name, kind, len(rows), auxTable)
 		model, err := taskaware.Train(jctx, cfg, rows, labels, func(pr nn.Progress) { report(jobProgress(pr)) })
 		if err != nil {
 			return err
 		}
-		if model.CDP != nil {
-			if recorded, err = withParam(string(recorded), "cdp", model.CDP); err != nil {
-				return err
-			}
-		}
 		artifact, err := model.Artifact()
 		if err != nil {
 			return err
 		}
-		if _, err = p.registerModel(jctx, name, kind, plugin, trainingTable, featuresCol, int64(len(rows)), recorded, artifact, createdBy); err != nil {
-			return err
-		}
-		if warning := p.diagnoseAfterFit(jctx, fn, name, sampleRows(rows), auxTable, featuresCol, diag); warning != "" {
-			warnings = append(warnings, warning)
-		}
-		if len(warnings) > 0 {
-			report(engine.JobProgress{Warning: strings.Join(warnings, "; ")})
-		}
-		return nil
+		return p.finishTraining(jctx, trained{fn: fn, name: name, kind: kind, plugin: plugin, auxTable: auxTable, featuresCol: featuresCol,
+			trainingTable: led.table, rows: rows, recorded: recorded, cdp: model.CDP, artifact: artifact, createdBy: createdBy,
+			diag: diag, warnings: warnings}, report)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)

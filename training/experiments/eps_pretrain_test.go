@@ -5,7 +5,6 @@ package experiments
 import (
 	"context"
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"testing"
 
@@ -22,28 +21,7 @@ import (
 //
 //	LDPSQL_DATA=/work/shared/data go test -tags experiments,openblas -run TestEpsPretrainRule -v -timeout 3h ./training/experiments
 func TestEpsPretrainRule(t *testing.T) {
-	w, _ := datasets.LoadWDBC()
-	n, d := len(w.Features), len(w.Features[0])
-	mu, sd := make([]float64, d), make([]float64, d)
-	for _, f := range w.Features {
-		for j, v := range f {
-			mu[j] += v / float64(n)
-		}
-	}
-	for _, f := range w.Features {
-		for j, v := range f {
-			sd[j] += (v - mu[j]) * (v - mu[j]) / float64(n)
-		}
-	}
-	rows := make([][]float32, n)
-	labels := make([]int, n)
-	for i, p := range rand.New(rand.NewPCG(3, 3)).Perm(n) {
-		rows[i] = make([]float32, d)
-		for j, v := range w.Features[p] {
-			rows[i][j] = float32((v - mu[j]) / math.Sqrt(sd[j]))
-		}
-		labels[i] = w.Labels[p]
-	}
+	rows, labels := standardisedWDBC()
 	epsPretrain(t, "wdbc-std", rows[:200], rows[200:469], rows[469:], labels[200:469], labels[469:], 2)
 	tr, _, err := datasets.LoadFashionMNIST("train")
 	if err != nil {

@@ -69,29 +69,7 @@ func run(t *testing.T, name string, aux, priv, test [][]float32, yPriv, yTest []
 // several quantiles of the encodings' l1 norms, privatised at eps = 4 and 8 (lambda 0.7), 2 seeds. It
 // chose pcaenc.AutoLQuantile.
 func TestPCALQuantile(t *testing.T) {
-	w, _ := datasets.LoadWDBC()
-	n, d := len(w.Features), len(w.Features[0])
-	mu, sd := make([]float64, d), make([]float64, d)
-	for _, f := range w.Features {
-		for j, v := range f {
-			mu[j] += v / float64(n)
-		}
-	}
-	for _, f := range w.Features {
-		for j, v := range f {
-			sd[j] += (v - mu[j]) * (v - mu[j]) / float64(n)
-		}
-	}
-	rows := make([][]float32, n)
-	perm := rand.New(rand.NewPCG(3, 3)).Perm(n)
-	labels := make([]int, n)
-	for i, p := range perm {
-		rows[i] = make([]float32, d)
-		for j, v := range w.Features[p] {
-			rows[i][j] = float32((v - mu[j]) / math.Sqrt(sd[j]))
-		}
-		labels[i] = w.Labels[p]
-	}
+	rows, labels := standardisedWDBC()
 	run(t, "wdbc-std", rows[:200], rows[200:469], rows[469:], labels[200:469], labels[469:], 2)
 	tr, _, err := datasets.LoadFashionMNIST("train")
 	if err != nil {

@@ -5,11 +5,9 @@ package experiments
 import (
 	"context"
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/ldpsql/ldpsql/plugins/builtin/pca/pcaenc"
-	"github.com/ldpsql/ldpsql/training/datasets"
 	"github.com/ldpsql/ldpsql/training/taskaware"
 	"github.com/ldpsql/ldpsql/training/vlm"
 )
@@ -23,28 +21,8 @@ import (
 //
 //	LDPSQL_DATA=/work/shared/data go test -tags experiments,openblas -run TestSideBySide -v -timeout 3h ./training/experiments
 func TestSideBySide(t *testing.T) {
-	w, _ := datasets.LoadWDBC()
-	n, d := len(w.Features), len(w.Features[0])
-	mu, sd := make([]float64, d), make([]float64, d)
-	for _, f := range w.Features {
-		for j, v := range f {
-			mu[j] += v / float64(n)
-		}
-	}
-	for _, f := range w.Features {
-		for j, v := range f {
-			sd[j] += (v - mu[j]) * (v - mu[j]) / float64(n)
-		}
-	}
-	rows := make([][]float32, n)
-	labels := make([]int, n)
-	for i, p := range rand.New(rand.NewPCG(3, 3)).Perm(n) {
-		rows[i] = make([]float32, d)
-		for j, v := range w.Features[p] {
-			rows[i][j] = float32((v - mu[j]) / math.Sqrt(sd[j]))
-		}
-		labels[i] = w.Labels[p]
-	}
+	rows, labels := standardisedWDBC()
+	d := len(rows[0])
 	aux, priv, test := rows[:200], rows[200:469], rows[469:]
 	yAux, yPriv, yTest := labels[:200], labels[200:469], labels[469:]
 	encode := func(enc func([][]float32) ([][]float32, error)) (za, zp, zt [][]float32) {
