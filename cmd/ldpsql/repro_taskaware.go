@@ -44,6 +44,7 @@ Writes results.md, results.json and loss.png to --out.`,
 	epsList := fs.String("eps", "5,7,10,20,35,50", "ε values (at most 64, the product's bound: the paper's 100 is left out)")
 	epochs := fs.Int("epochs", 0, "encoder training epochs (default: the paper's 2000 for breast-cancer, its code's 60 for fashion-mnist)")
 	seed := fs.Uint64("seed", 1, "seed of the first trial")
+	resume := fs.Bool("resume", false, "keep the finished trials in --out's results.json (same data set, ε and epochs) and run only the rest, with the seeds they would have had")
 	designList := fs.String("designs", "task_aware,privacy_agnostic,task_agnostic", "designs to train (task-agnostic on Fashion-MNIST trains a 784 × 784 decoder: about 50× the others' time)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -131,9 +132,37 @@ Writes results.md, results.json and loss.png to --out.`,
 	for _, ds := range designs {
 		res.Loss[ds], res.Acc[ds] = map[string][]float64{}, map[string][]float64{}
 	}
+	first := 0
+	if *resume {
+		raw, err := os.ReadFile(filepath.Join(*out, "results.json"))
+		if err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+		var prev taResults
+		if err := json.Unmarshal(raw, &prev); err != nil {
+			return fmt.Errorf("--resume: %s: %w", filepath.Join(*out, "results.json"), err)
+		}
+		if prev.Dataset == "" { // written before the field
+			prev.Dataset = "breast-cancer"
+		}
+		if prev.Dataset != *dataset || prev.Epochs != *epochs || fmt.Sprint(prev.Eps) != fmt.Sprint(epsV) {
+			return fmt.Errorf("--resume: %s holds %s at ε %v with %d epochs, not %s at ε %v with %d", *out, prev.Dataset, prev.Eps, prev.Epochs, *dataset, epsV, *epochs)
+		}
+		for _, ds := range designs {
+			for _, eps := range epsV { // a stopped trial's partial cells are dropped
+				k := epsName(eps)
+				if l := prev.Loss[ds][k]; len(l) > prev.Done {
+					prev.Loss[ds][k], prev.Acc[ds][k] = l[:prev.Done], prev.Acc[ds][k][:prev.Done]
+				}
+				res.Loss[ds][k], res.Acc[ds][k] = prev.Loss[ds][k], prev.Acc[ds][k]
+			}
+		}
+		first, res.Done = prev.Done, prev.Done
+		fmt.Fprintf(stderr, "resuming after %d finished trial(s)\n", first)
+	}
 	start := time.Now()
 	ctx := context.Background()
-	for t := range *trials {
+	for t := first; t < *trials; t++ {
 		s := *seed + uint64(t)
 		var base *taskaware.Network
 		for _, eps := range epsV {

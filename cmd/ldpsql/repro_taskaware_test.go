@@ -45,6 +45,18 @@ func TestReproTaskAwareBreastCancerWritesResults(t *testing.T) {
 	if png, err := os.ReadFile(filepath.Join(dir, "loss.png")); err != nil || len(png) < 1000 {
 		t.Errorf("loss.png: %d bytes, %v", len(png), err)
 	}
+	// --resume keeps the finished trial and runs the second (seed 2) only.
+	if err := reproCmd([]string{"task-aware", "--dataset", "breast-cancer", "--epochs", "3", "--eps", "20", "--trials", "2", "--resume", "--out", dir}, &out, &errs); err != nil {
+		t.Fatalf("--resume: %v\n%s", err, errs.String())
+	}
+	raw, _ = os.ReadFile(filepath.Join(dir, "results.json"))
+	var res2 taResults
+	if err := json.Unmarshal(raw, &res2); err != nil || res2.Done != 2 || len(res2.Loss["task_aware"]["20"]) != 2 || res2.Loss["task_aware"]["20"][0] != res.Loss["task_aware"]["20"][0] {
+		t.Errorf("after --resume: %s: %v", raw, err)
+	}
+	if err := reproCmd([]string{"task-aware", "--epochs", "3", "--eps", "10", "--trials", "2", "--resume", "--out", dir}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--resume") {
+		t.Errorf("--resume with other ε: %v", err)
+	}
 	if err := reproCmd([]string{"task-aware", "--dataset", "mnist"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "breast-cancer, fashion-mnist or synthetic") {
 		t.Errorf("an unknown data set: %v", err)
 	}
