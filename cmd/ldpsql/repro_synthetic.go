@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/ldpsql/ldpsql/training/taskaware"
 )
@@ -67,7 +73,65 @@ func reproSynthetic(out string, stdout io.Writer) error {
 	if err := os.WriteFile(filepath.Join(out, "results.md"), []byte(b.String()), 0o644); err != nil {
 		return err
 	}
+	png, err := synthPlot()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "loss.png"), png, 0o644); err != nil {
+		return err
+	}
 	fmt.Fprint(stdout, b.String())
-	fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(out, "results.md"), filepath.Join(out, "results.json"))
+	fmt.Fprintf(stdout, "\nwrote %s, %s and %s\n", filepath.Join(out, "results.md"), filepath.Join(out, "results.json"), filepath.Join(out, "loss.png"))
 	return nil
+}
+
+// synthPlot draws the three settings' losses against r/ε ∈ (0, 1], as the paper's Fig. 3 does in three
+// panels: here one plot, a colour per setting, solid task-aware, dashed task- and privacy-agnostic.
+func synthPlot() ([]byte, error) {
+	p := plot.New()
+	p.Title.Text = "Fig. 3 closed forms: task loss vs r/ε"
+	p.X.Label.Text = "r/ε"
+	p.Y.Label.Text = "task loss"
+	p.Add(plotter.NewGrid())
+	colours := []color.Color{color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}}
+	for si, st := range synthSettings {
+		for di, design := range []string{"task-aware", "task-agnostic", "privacy-agnostic"} {
+			var pts plotter.XYs
+			for i := 1; i <= 100; i++ {
+				r := float64(i) / 100
+				c := 8 * r * r
+				var v float64
+				switch di {
+				case 0:
+					v, _ = taskaware.LossTaskAware(st.Lambda, c)
+				case 1:
+					v = taskaware.LossTaskAgnostic(st.Lambda, c)
+				default:
+					v = taskaware.LossPrivacyAgnostic(st.Lambda, c, 2)
+				}
+				pts = append(pts, plotter.XY{X: r, Y: v})
+			}
+			l, err := plotter.NewLine(pts)
+			if err != nil {
+				return nil, err
+			}
+			l.Color = colours[si]
+			l.Width = vg.Points(1.2)
+			if di > 0 {
+				l.Dashes = []vg.Length{vg.Points(2 + 3*float64(di)), vg.Points(2)}
+			}
+			p.Add(l)
+			p.Legend.Add(st.Name+" "+design, l)
+		}
+	}
+	p.Legend.Top, p.Legend.Left = false, false // bottom right, below the curves
+	w, err := p.WriterTo(7*vg.Inch, 5*vg.Inch, "png")
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -15,6 +15,9 @@ func TestReproTaskAwareSynthetic(t *testing.T) {
 	if err := reproCmd([]string{"task-aware", "--dataset", "synthetic", "--out", dir}, &out, &errs); err != nil {
 		t.Fatal(err)
 	}
+	if png, err := os.ReadFile(filepath.Join(dir, "loss.png")); err != nil || len(png) < 1000 || string(png[1:4]) != "PNG" {
+		t.Errorf("loss.png: %d bytes, %v", len(png), err)
+	}
 	for _, want := range []string{
 		"| setting 1 | [4 0 0 0] | 0.1 | 0.08 | 0.2963 | 1 | 0.9697 | 0.5517 |",
 		"| setting 2 | [4 1 1 1] | 0.5 | 2 | 5.6667 | 1 | 6.2222 | 6.0000 |",
