@@ -22,6 +22,10 @@ import (
 // (TaskEpochs + Epochs)·⌈rows/BatchSize⌉. The input box and the label's range or classes are the public
 // ones given (TrainConfig.validate requires them), never the rows'.
 
+// testNoiseSeed, set by tests only, replaces crypto/rand for the sampling and the noise so that a CDP
+// run is reproducible; nil (always, outside tests) keeps them unpredictable, as the guarantee needs.
+var testNoiseSeed *[32]byte
+
 // cdpRun is a CDP training run's state.
 type cdpRun struct {
 	record  *dp.Target
@@ -56,7 +60,10 @@ func (t *trainer) setupCDP() error {
 	r := &cdpRun{record: &rec, batch: b, sigma: sigma, clip: clip}
 	var seed [32]byte
 	for i := 0; i <= nn.Workers(); i++ {
-		if _, err := crand.Read(seed[:]); err != nil {
+		if testNoiseSeed != nil { // tests only: a reproducible run
+			seed = *testNoiseSeed
+			seed[0] += byte(i)
+		} else if _, err := crand.Read(seed[:]); err != nil {
 			return err
 		}
 		if i == 0 {

@@ -348,9 +348,14 @@ func minMax(rows ...[][]float32) {
 }
 
 // CDP training: the record says what the run met (spent ε ≤ the target, the steps of both phases, σ),
-// the input box is the public one given (not the rows'), the encoder still beats the task-agnostic
-// release at ε = 20, and a CDP run without a public domain, classes or batch size is refused.
+// the input box is the public one given (not the rows'), the released encodings at ε = 20 still carry
+// the task (test loss below log 2, what knowing nothing costs), and a CDP run without a public domain,
+// classes or batch size is refused. The DP noise is seeded here (testNoiseSeed) so the run repeats;
+// against the task-agnostic release without CDP it came out ahead in one unseeded run (0.543 against
+// 0.602) and behind in another (0.626 against 0.604).
 func TestTaskAwareCDP(t *testing.T) {
+	testNoiseSeed = &[32]byte{1, 2, 3}
+	defer func() { testNoiseSeed = nil }()
 	trX, trY, teX, teY := wdbcSplit(t)
 	minMax(trX, teX)
 	c := quickConfig(DesignTaskAware, EncoderMLP, 20)
@@ -381,8 +386,8 @@ func TestTaskAwareCDP(t *testing.T) {
 	eag, _ := ag.Evaluate(teX, teY, 20, 20, 1)
 	t.Logf("σ = %.3f, ε spent %.3f over %d steps: test loss %.3f (accuracy %.3f); task-agnostic without CDP %.3f (%.3f)",
 		r.NoiseMultiplier, r.Spent, r.Steps, ev.Loss, ev.Accuracy, eag.Loss, eag.Accuracy)
-	if !(ev.Loss < eag.Loss) {
-		t.Errorf("CDP task-aware loss %.3f, task-agnostic %.3f", ev.Loss, eag.Loss)
+	if !(ev.Loss < math.Log(2)) {
+		t.Errorf("CDP task-aware test loss %.3f: no better than knowing nothing (log 2 = %.3f)", ev.Loss, math.Log(2))
 	}
 	art, _ := m.Artifact()
 	if back, err := LoadNetwork(art); err != nil || back.CDP == nil || *back.CDP != *r {
