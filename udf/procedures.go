@@ -72,14 +72,7 @@ func (p *procedures) details() []sql.ExternalStoredProcedureDetails {
 }
 
 func describeRow(name, plugin string, d sdk.Description) sql.Row {
-	set := d.OutputSet.Kind.String()
-	switch d.OutputSet.Kind {
-	case sdk.L1BallSet:
-		set = fmt.Sprintf("l1_ball(radius=%g)", d.OutputSet.Radius)
-	case sdk.BoxSet:
-		set = fmt.Sprintf("box(%d coordinates)", len(d.OutputSet.Lo))
-	}
-	return sql.Row{name, plugin, int64(d.InputDim), int64(d.OutputDim), set, d.Ready()}
+	return sql.Row{name, plugin, int64(d.InputDim), int64(d.OutputDim), d.OutputSet.Describe(), d.Ready()}
 }
 
 // register is CALL ldp_register_mechanism('name', '/abs/path', 'sha256hex').
@@ -417,7 +410,7 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 	}
 	meta := PrivatizeMetadata{Source: src, Mechanism: mechanism, Randomiser: randomiser, Epsilon: eps, Lambda: lambda,
 		EpsX: epsX, EpsY: epsY, FeaturesCol: featuresCol, OutputDim: mech.desc.OutputDim,
-		OutputSet: describeRow("", "", mech.desc)[4].(string)}
+		OutputSet: mech.desc.OutputSet.Describe()}
 	if withLabel {
 		meta.K, meta.LabelCol = int(k), labelCol
 	} else {

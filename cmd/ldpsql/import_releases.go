@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/ldpsql/ldpsql/plugins/sdk"
 	"github.com/ldpsql/ldpsql/udf"
 )
 
@@ -83,14 +84,7 @@ nothing is written.`,
 	if len(r.rows) != 1 {
 		return fmt.Errorf("the releases were made with mechanism %q, which is not registered here", meta.Mechanism)
 	}
-	var desc struct {
-		OutputDim int
-		OutputSet struct {
-			Kind   int
-			Radius float64
-			Lo     []float64
-		}
-	}
+	var desc sdk.Description
 	dj, _ := r.rows[0][0].(string)
 	if b, ok := r.rows[0][0].([]byte); ok {
 		dj = string(b)
@@ -98,10 +92,7 @@ nothing is written.`,
 	if err := json.Unmarshal([]byte(dj), &desc); err != nil {
 		return fmt.Errorf("mechanism %q: its description: %w", meta.Mechanism, err)
 	}
-	set := fmt.Sprintf("l1_ball(radius=%g)", desc.OutputSet.Radius)
-	if desc.OutputSet.Kind == 2 {
-		set = fmt.Sprintf("box(%d coordinates)", len(desc.OutputSet.Lo))
-	}
+	set := desc.OutputSet.Describe()
 
 	f, err := os.Open(*in)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ldpsql/ldpsql/client"
 	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/plugins/sdk"
 )
 
 // mechanismExportCmd is `ldpsql mechanisms export NAME --out NAME.ldpm`: the registered mechanism's
@@ -33,14 +34,24 @@ that table public (a DBA's decision, recorded in the file).`,
 	tgt := addTargetFlags(fs, "DuckDB file")
 	out := fs.String("out", "", "file to write (default NAME.ldpm)")
 	public := fs.Bool("public", false, "the training table is public: export even without CDP on a protected table")
-	if err := fs.Parse(reorderArgs(args)); err != nil {
+	// The name may come before the flags (export NAME --out f) or after them.
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if fs.NArg() >= 1 {
+		name, rest := fs.Arg(0), fs.Args()[1:]
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		args = append([]string{name}, fs.Args()...)
+	} else {
+		args = nil
+	}
+	if len(args) != 1 {
 		fs.Usage()
 		return errors.New("name one mechanism")
 	}
-	name := fs.Arg(0)
+	name := args[0]
 	if *out == "" {
 		*out = name + ".ldpm"
 	}
@@ -56,7 +67,7 @@ that table public (a DBA's decision, recorded in the file).`,
 		return err
 	}
 	if len(r.rows) != 1 {
-		return fmt.Errorf("no mechanism %q with a model (SELECT name, model FROM ldpsql_catalog.ldp_mechanisms lists them; identity boxes and third-party plugins without a model cannot be exported)", name)
+		return fmt.Errorf("no mechanism %q with a model (SELECT name, model FROM ldpsql_catalog.ldp_mechanisms lists them; a plugin registered without a fitted or trained model cannot be exported)", name)
 	}
 	row := r.rows[0]
 	str := func(v any) string {
@@ -74,19 +85,12 @@ that table public (a DBA's decision, recorded in the file).`,
 	if err != nil {
 		return fmt.Errorf("reading the model: %w", err)
 	}
-	var desc struct {
-		InputDim, OutputDim int
-		OutputSet           struct {
-			Kind   int
-			Radius float64
-			Lo, Hi []float64
-		}
-	}
+	var desc sdk.Description
 	if err := json.Unmarshal([]byte(str(row[5])), &desc); err != nil {
 		return fmt.Errorf("reading the mechanism's description: %w", err)
 	}
 	set := client.Set{Kind: "l1_ball", Radius: desc.OutputSet.Radius}
-	if desc.OutputSet.Kind == 2 {
+	if desc.OutputSet.Kind == sdk.BoxSet {
 		set = client.Set{Kind: "box", Lo: desc.OutputSet.Lo, Hi: desc.OutputSet.Hi}
 	}
 	var p map[string]json.RawMessage
@@ -116,26 +120,6 @@ that table public (a DBA's decision, recorded in the file).`,
 	fmt.Fprintf(stdout, "wrote %s: mechanism %q (%s, %d → %d values, %s)\n", *out, name, plugin, desc.InputDim, desc.OutputDim, set.Kind)
 	return s.close()
 }
-
-// reorderArgs moves flags before positional arguments, so that `export NAME --out f` parses.
-func reorderArgs(args []string) []string {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if strings.HasPrefix(a, "-") {
-			flags = append(flags, a)
-			if !strings.Contains(a, "=") && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && !isBoolFlag(a) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-			continue
-		}
-		pos = append(pos, a)
-	}
-	return append(flags, pos...)
-}
-
-func isBoolFlag(a string) bool { return strings.TrimLeft(a, "-") == "public" }
 
 // privatizeCmd is `ldpsql privatize`: a data owner's rows, released with a published mechanism file on
 // their own machine.

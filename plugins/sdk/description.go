@@ -48,6 +48,17 @@ func L1Ball(radius float64) OutputSet { return OutputSet{Kind: L1BallSet, Radius
 // Box returns the set {z : lo[i] ≤ z_i ≤ hi[i]}. It keeps the slices.
 func Box(lo, hi []float64) OutputSet { return OutputSet{Kind: BoxSet, Lo: lo, Hi: hi} }
 
+// Describe names the set for people: "l1_ball(radius=10)", "box(784 coordinates)" or the kind.
+func (s OutputSet) Describe() string {
+	switch s.Kind {
+	case L1BallSet:
+		return fmt.Sprintf("l1_ball(radius=%g)", s.Radius)
+	case BoxSet:
+		return fmt.Sprintf("box(%d coordinates)", len(s.Lo))
+	}
+	return s.Kind.String()
+}
+
 // Contains reports whether z lies in the set (false for NoSet, for a length
 // mismatch and for any NaN).
 func (s OutputSet) Contains(z []float32) bool {

@@ -2,12 +2,8 @@ package taskaware
 
 import (
 	"context"
-	crand "crypto/rand"
 	"fmt"
-	"math"
-	"math/rand/v2"
 
-	"github.com/ldpsql/ldpsql/training/dp"
 	"github.com/ldpsql/ldpsql/training/nn"
 	"github.com/ldpsql/ldpsql/training/nn/graph"
 )
@@ -15,10 +11,9 @@ import (
 // CDP training of a task-aware encoder (TrainConfig.CDP): both of Train's phases — the task model f on
 // the labelled auxiliary rows, then the encoder and decoder through it — run DP-SGD, so the weights (f's
 // included: the artifact holds it) protect the auxiliary rows at (ε, δ). Every step Poisson-samples rows
-// with probability q = BatchSize/rows, forms the sum of their gradients each clipped to MaxGradNorm
-// (graph.AddClipped, from the probes at every trainable layer), adds N(0, (σ·MaxGradNorm)²) noise from
-// crypto/rand and divides by q·rows. One step per batch (Steps does not apply: each step is one release).
-// The accountant (package dp) calibrates one σ for the two phases' steps together,
+// (nn.DPSGD), forms the sum of their gradients each clipped to MaxGradNorm (graph.AddClipped, from the
+// probes at every trainable layer), and nn.DPSGD adds the Gaussian noise and averages. One step per batch
+// (Steps does not apply: each step is one release); one σ for the two phases' steps together,
 // (TaskEpochs + Epochs)·⌈rows/BatchSize⌉. The input box and the label's range or classes are the public
 // ones given (TrainConfig.validate requires them), never the rows'.
 
@@ -26,54 +21,16 @@ import (
 // run is reproducible; nil (always, outside tests) keeps them unpredictable, as the guarantee needs.
 var testNoiseSeed *[32]byte
 
-// cdpRun is a CDP training run's state.
-type cdpRun struct {
-	record  *dp.Target
-	batch   int // expected Poisson batch size
-	sigma   float64
-	clip    float64
-	secure  *rand.Rand   // sampling
-	streams []*rand.Rand // noise, one per worker
-}
-
-// setupCDP calibrates σ for the run's steps and sets the graph's rows a little above the expected
-// batch size (a second chunk is rare).
+// setupCDP calibrates DP-SGD (nn.DPSGD) for the two phases' steps together and sets the graph's rows
+// to its chunk size.
 func (t *trainer) setupCDP() error {
 	c := t.c
-	rec := *c.CDP
-	if rec.Delta == 0 {
-		rec.Delta = 1 / float64(t.n)
-	}
 	b := min(c.BatchSize, t.n)
-	q := float64(b) / float64(t.n)
-	steps := (c.TaskEpochs + c.Epochs) * ((t.n + b - 1) / b)
-	sigma, err := dp.Calibrate(q, steps, rec.Epsilon, rec.Delta)
+	d, err := nn.NewDPSGD(*c.CDP, t.n, b, (c.TaskEpochs+c.Epochs)*((t.n+b-1)/b), c.MaxGradNorm, testNoiseSeed)
 	if err != nil {
 		return fmt.Errorf("task_aware: cdp: %w", err)
 	}
-	rec.NoiseMultiplier, rec.SamplingRate, rec.Steps = sigma, q, steps
-	rec.Spent, rec.Order = dp.Epsilon(q, sigma, steps, rec.Delta)
-	clip := c.MaxGradNorm
-	if clip == 0 {
-		clip = 1
-	}
-	r := &cdpRun{record: &rec, batch: b, sigma: sigma, clip: clip}
-	var seed [32]byte
-	for i := 0; i <= nn.Workers(); i++ {
-		if testNoiseSeed != nil { // tests only: a reproducible run
-			seed = *testNoiseSeed
-			seed[0] += byte(i)
-		} else if _, err := crand.Read(seed[:]); err != nil {
-			return err
-		}
-		if i == 0 {
-			r.secure = rand.New(rand.NewChaCha8(seed))
-		} else {
-			r.streams = append(r.streams, rand.New(rand.NewChaCha8(seed)))
-		}
-	}
-	t.cdp = r
-	t.bs = min(t.n, b+int(math.Ceil(2*math.Sqrt(float64(b)))))
+	t.cdp, t.bs = d, d.ChunkRows()
 	return nil
 }
 
@@ -81,8 +38,8 @@ func (t *trainer) setupCDP() error {
 // (the first nEnc of them the encoder's, decayed by eta); ph, for the encoder phase, draws the latent
 // noise. It returns the last epoch's mean loss.
 func (t *trainer) cdpTrain(ctx context.Context, nt *net, loop nn.Loop, nEnc int, eta float64, ph *codecPhase) (float64, error) {
-	r := t.cdp
-	loop.BatchSize, loop.Shuffle = r.batch, nil // the step samples its own rows
+	d := t.cdp
+	loop.BatchSize, loop.Shuffle = d.Batch, nil // the step samples its own rows
 	n, k, gbs, in := t.n, t.k, t.bs, t.m.InputDim
 	grads := make([][]float32, len(nt.params))
 	for i, p := range nt.params {
@@ -93,13 +50,12 @@ func (t *trainer) cdpTrain(ctx context.Context, nt *net, loop nn.Loop, nEnc int,
 	norms := make([]float64, gbs)
 	var scaled []float32
 	var sampled []int
-	batches := (n + r.batch - 1) / r.batch
+	batches := (n + d.Batch - 1) / d.Batch
 	calls := 0
-	q := float64(r.batch) / float64(n)
 	res, err := loop.Run(ctx, n, nn.Steps{Step: func([]int) (float64, error) {
 		epoch := calls/batches + 1
 		calls++
-		sampled = dp.PoissonSample(r.secure, n, q, sampled[:0])
+		sampled = d.Sample(sampled[:0])
 		for _, g := range grads {
 			clear(g)
 		}
@@ -128,23 +84,13 @@ func (t *trainer) cdpTrain(ctx context.Context, nt *net, loop nn.Loop, nEnc int,
 				return 0, err
 			}
 			lossSum += float64(nt.loss.Value().Data().(float32))
-			if err := graph.AddClipped(nt.layerIn, nt.zGrad, gbs, len(chunk), r.clip, norms, &scaled, grads); err != nil {
+			if err := graph.AddClipped(nt.layerIn, nt.zGrad, gbs, len(chunk), d.Clip, norms, &scaled, grads); err != nil {
 				nt.vm.Reset()
 				return 0, err
 			}
 			nt.vm.Reset()
 		}
-		scale := float32(1 / (q * float64(n)))
-		noise := r.sigma * r.clip
-		for _, g := range grads {
-			parts := min(len(r.streams), max(1, len(g)/(1<<14)))
-			nn.Parallel(parts, func(w int) {
-				s := r.streams[w]
-				for j := w * len(g) / parts; j < (w+1)*len(g)/parts; j++ {
-					g[j] = (g[j] + float32(noise*s.NormFloat64())) * scale
-				}
-			})
-		}
+		d.Privatise(grads)
 		for i, p := range nt.params {
 			v, err := graph.F32s(p.Value())
 			if err != nil {

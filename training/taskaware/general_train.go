@@ -134,7 +134,8 @@ func TrainFrom(ctx context.Context, c TrainConfig, base *Network, rows [][]float
 	}
 	m.TrainLoss, m.Epochs = loss, c.Epochs
 	if t.cdp != nil {
-		m.CDP = t.cdp.record
+		rec := t.cdp.Record
+		m.CDP = &rec
 	}
 	d1, centre, err := m.sensitivity()
 	if err != nil {
@@ -229,8 +230,8 @@ type trainer struct {
 	u       []float32 // scaled rows, n × InputDim
 	targets []float32 // n × k
 	k, n    int
-	bs      int // the graph's rows: the batch size, or under CDP a little more than its expected size
-	cdp     *cdpRun
+	bs      int       // the graph's rows: the batch size, or under CDP a little more than its expected size
+	cdp     *nn.DPSGD // nil without CDP
 }
 
 // net is a compiled training graph: inputs, the loss, and the trainable parameters with the layers they

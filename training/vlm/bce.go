@@ -3,7 +3,6 @@ package vlm
 import (
 	"fmt"
 	"hash"
-	"hash/fnv"
 	"math"
 	"runtime"
 	"sync"
@@ -11,6 +10,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/ldpsql/ldpsql/training/nn/graph"
 )
 
 // bceRows is the Bernoulli negative log-likelihood of targets x under logits
@@ -55,15 +56,9 @@ func (op *bceOp) ReturnsPtr() bool      { return false }
 func (op *bceOp) CallsExtern() bool     { return false }
 func (op *bceOp) OverwritesInput() int  { return -1 }
 func (op *bceOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "vlm.bce(%p)", op.cache) }
-func (op *bceOp) Hashcode() uint32      { return hashOf(op) }
+func (op *bceOp) Hashcode() uint32      { return graph.OpHash(op) }
 func (op *bceOp) String() string        { return "vlm.bce" }
 func (op *bceOp) DiffWRT(int) []bool    { return []bool{true, false} }
-
-func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {
-	h := fnv.New32a()
-	op.WriteHash(h)
-	return h.Sum32()
-}
 
 func (op *bceOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	ga, err := G.ApplyOp(&bceGradOp{cache: op.cache}, inputs[0], inputs[1], grad)
@@ -83,7 +78,7 @@ func (op *bceOp) Do(vals ...G.Value) (G.Value, error) {
 }
 
 func (op *bceOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, error) {
-	a, x, out, err := denses3(vals[0], vals[1], prealloc)
+	a, x, out, err := graph.Denses("bce", vals[0], vals[1], prealloc)
 	if err != nil {
 		return nil, err
 	}
@@ -204,20 +199,6 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-func denses3(a, b, c G.Value) (x, y, z *tensor.Dense, err error) {
-	var ok1, ok2, ok3 bool
-	x, ok1 = a.(*tensor.Dense)
-	y, ok2 = b.(*tensor.Dense)
-	z, ok3 = c.(*tensor.Dense)
-	if !ok1 || !ok2 || !ok3 {
-		return nil, nil, nil, fmt.Errorf("bce: values %T, %T, %T, want dense tensors", a, b, c)
-	}
-	if x.Dtype() != y.Dtype() || x.Dtype() != z.Dtype() {
-		return nil, nil, nil, fmt.Errorf("bce: dtypes %v, %v, %v differ", x.Dtype(), y.Dtype(), z.Dtype())
-	}
-	return x, y, z, nil
-}
-
 // bceGradOp is ∂bce/∂a given the upstream gradient g (B): (σ(a) − x)·g_row.
 type bceGradOp struct{ cache *bceCache }
 
@@ -238,7 +219,7 @@ func (op *bceGradOp) ReturnsPtr() bool      { return false }
 func (op *bceGradOp) CallsExtern() bool     { return false }
 func (op *bceGradOp) OverwritesInput() int  { return -1 }
 func (op *bceGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "vlm.bceGrad(%p)", op.cache) }
-func (op *bceGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *bceGradOp) Hashcode() uint32      { return graph.OpHash(op) }
 func (op *bceGradOp) String() string        { return "vlm.bceGrad" }
 
 func (op *bceGradOp) Do(vals ...G.Value) (G.Value, error) {
@@ -251,7 +232,7 @@ func (op *bceGradOp) Do(vals ...G.Value) (G.Value, error) {
 }
 
 func (op *bceGradOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, error) {
-	a, x, out, err := denses3(vals[0], vals[1], prealloc)
+	a, x, out, err := graph.Denses("bce", vals[0], vals[1], prealloc)
 	if err != nil {
 		return nil, err
 	}

@@ -76,11 +76,18 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 	n := len(rows)
 	bs := min(cfg.BatchSize, n)
 	gbs := bs // the graph's rows
+	var dpsgd *nn.DPSGD
 	if cfg.CDP != nil {
-		// A Poisson batch has bs rows on average, with standard deviation under √bs: room for 2 of
-		// them keeps 97 % of the steps in one chunk (a second chunk costs a graph run; more padding would
-		// cost every step; 2 and 3 deviations measured alike).
-		gbs = min(n, bs+int(math.Ceil(2*math.Sqrt(float64(bs)))))
+		if cfg.Likelihood != Bernoulli {
+			return nil, errors.New("vlm config: cdp needs the bernoulli likelihood (features in [0, 1]): the gaussian likelihood standardises with the rows' own means and deviations, which CDP does not protect")
+		}
+		// The loop's ⌈n/bs⌉ steps per epoch, each a Poisson batch of expected size bs.
+		var err error
+		if dpsgd, err = nn.NewDPSGD(*cfg.CDP, n, bs, cfg.Epochs*((n+bs-1)/bs), cfg.MaxGradNorm, nil); err != nil {
+			return nil, fmt.Errorf("vlm: cdp: %w", err)
+		}
+		*m.cfg.CDP = dpsgd.Record
+		gbs = dpsgd.ChunkRows()
 	}
 	tg, vm, err := compileTrainGraph(m, gbs)
 	if err != nil {
@@ -140,12 +147,9 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 		return loss, nil
 	}
 	loop := nn.Loop{Epochs: cfg.Epochs, BatchSize: bs, Shuffle: rand.New(rand.NewPCG(cfg.Seed, streamShuffle)), Progress: progress}
-	if cfg.CDP != nil {
-		if cfg.Likelihood != Bernoulli {
-			return nil, errors.New("vlm config: cdp needs the bernoulli likelihood (features in [0, 1]): the gaussian likelihood standardises with the rows' own means and deviations, which CDP does not protect")
-		}
+	if dpsgd != nil {
 		opt.ZeroGrad = false // the CDP step writes the gradient it steps with
-		if step, err = m.cdpStep(tg, vm, data, n, bs, gbs, xBuf, xiBuf, wBuf, opt, noise); err != nil {
+		if step, err = m.cdpStep(tg, vm, data, dpsgd, gbs, xBuf, xiBuf, wBuf, opt, noise); err != nil {
 			return nil, err
 		}
 		loop.Shuffle = nil // the step samples its own rows

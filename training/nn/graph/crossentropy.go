@@ -44,13 +44,14 @@ func (ceOp) ReturnsPtr() bool          { return false }
 func (ceOp) CallsExtern() bool         { return false }
 func (ceOp) OverwritesInput() int      { return -1 }
 func (ceOp) WriteHash(h hash.Hash)     { fmt.Fprint(h, "graph.crossEntropyRows") }
-func (op ceOp) Hashcode() uint32       { return hashOf(op) }
+func (op ceOp) Hashcode() uint32       { return OpHash(op) }
 func (ceOp) String() string            { return "graph.crossEntropyRows" }
 func (ceOp) DiffWRT(int) []bool        { return []bool{true, false} }
 func (ceGradOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "graph.crossEntropyRowsGrad") }
-func (op ceGradOp) Hashcode() uint32   { return hashOf(op) }
+func (op ceGradOp) Hashcode() uint32   { return OpHash(op) }
 
-func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {
+// OpHash is a custom op's Hashcode: the FNV-1a hash of what it writes with WriteHash.
+func OpHash(op interface{ WriteHash(hash.Hash) }) uint32 {
 	h := fnv.New32a()
 	op.WriteHash(h)
 	return h.Sum32()
@@ -73,7 +74,7 @@ func (op ceOp) Do(vals ...G.Value) (G.Value, error) {
 }
 
 func (ceOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, error) {
-	a, t, out, err := denses(vals[0], vals[1], prealloc)
+	a, t, out, err := Denses("cross-entropy", vals[0], vals[1], prealloc)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +143,7 @@ func (op ceGradOp) Do(vals ...G.Value) (G.Value, error) {
 }
 
 func (ceGradOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, error) {
-	a, t, out, err := denses(vals[0], vals[1], prealloc)
+	a, t, out, err := Denses("cross-entropy", vals[0], vals[1], prealloc)
 	if err != nil {
 		return nil, err
 	}
@@ -176,14 +177,17 @@ func (ceGradOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, error
 	return out, nil
 }
 
-// denses returns three dense tensors of one dtype.
-func denses(x, y, z G.Value) (a, b, c *tensor.Dense, err error) {
+// Denses returns a custom op's three values as dense tensors of one dtype, or an error naming the op.
+func Denses(op string, x, y, z G.Value) (a, b, c *tensor.Dense, err error) {
 	var ok [3]bool
 	a, ok[0] = x.(*tensor.Dense)
 	b, ok[1] = y.(*tensor.Dense)
 	c, ok[2] = z.(*tensor.Dense)
-	if !ok[0] || !ok[1] || !ok[2] || a.Dtype() != b.Dtype() || a.Dtype() != c.Dtype() {
-		return nil, nil, nil, fmt.Errorf("cross-entropy: values %T, %T, %T of one float dtype wanted", x, y, z)
+	if !ok[0] || !ok[1] || !ok[2] {
+		return nil, nil, nil, fmt.Errorf("%s: values %T, %T, %T, want dense tensors", op, x, y, z)
+	}
+	if a.Dtype() != b.Dtype() || a.Dtype() != c.Dtype() {
+		return nil, nil, nil, fmt.Errorf("%s: dtypes %v, %v, %v differ", op, a.Dtype(), b.Dtype(), c.Dtype())
 	}
 	return a, b, c, nil
 }
