@@ -69,6 +69,8 @@ type reproConfig struct {
 	vlmEpochs, clfEpochs, lambda float64
 	seed                         uint64
 	quick                        bool
+	first                        int           // trials already in the results (--resume): the run starts at trial first
+	prevWall                     time.Duration // their wall time, added to this run's
 }
 
 var reproMechanisms = []string{"vlm", "pca", "laplace", "duchi", "vlm_cdp5", "vlm_cdp1"}
@@ -107,6 +109,7 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	clfEpochs := fs.Int("classifier-epochs", 60, "maximum classifier epochs (early stopping on the validation split)")
 	quick := fs.Bool("quick", false, "a reduced run for tests: 3,000/1,500/1,000 images, ε ∈ {2, 10, ∞}, few epochs")
 	seed := fs.Uint64("seed", 1, "seed of the first trial")
+	resume := fs.Bool("resume", false, "keep the finished trials in --out's results.json (same sizes and epochs, every asked mechanism and ε present) and run only the rest, with the seeds they would have had")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -153,8 +156,15 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return err
 	}
+	var prev reproResults
+	if *resume {
+		var err error
+		if prev, err = resumeRepro(&cfg); err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+	}
 	// Each finished trial rewrites the results, so a long run that is stopped keeps the trials it finished.
-	res, wall, err := runRepro(cfg, stderr, func(res reproResults, wall time.Duration) error {
+	res, wall, err := runRepro(cfg, prev, stderr, func(res reproResults, wall time.Duration) error {
 		_, err := writeReproResults(cfg, res, wall)
 		return err
 	})
@@ -168,6 +178,68 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	fmt.Fprint(stdout, md)
 	fmt.Fprintf(stdout, "\nwrote %s, %s and %s\n", filepath.Join(cfg.out, "results.md"), filepath.Join(cfg.out, "results.json"), filepath.Join(cfg.out, "accuracy.png"))
 	return nil
+}
+
+// resumeRepro reads the results.json of a stopped run in cfg.out, checks that it ran the protocol cfg
+// asks for, and returns its finished trials, setting cfg.first and cfg.prevWall. A trial that stopped
+// part way is dropped: it reruns whole, with its seed.
+func resumeRepro(cfg *reproConfig) (reproResults, error) {
+	path := filepath.Join(cfg.out, "results.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var prev struct {
+		D1, D2, Test     int
+		Lambda           float64
+		VLMEpochs        float64 `json:"vlm_epochs"`
+		ClassifierEpochs float64 `json:"classifier_epochs"`
+		Quick            bool
+		WallS            float64 `json:"wall_s"`
+		Results          []struct {
+			Mechanism, Eps string
+			Accuracy       []float64
+		}
+	}
+	if err := json.Unmarshal(raw, &prev); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if prev.D1 != cfg.nAux || prev.D2 != cfg.nPriv || prev.Test != cfg.nTest || prev.Lambda != cfg.lambda ||
+		prev.VLMEpochs != cfg.vlmEpochs || prev.ClassifierEpochs != cfg.clfEpochs || prev.Quick != cfg.quick {
+		return nil, fmt.Errorf("%s ran D1 %d, D2 %d, test %d, λ %g, %g VLM and %g classifier epochs (quick %v); this run asks for %d, %d, %d, %g, %g and %g (quick %v)",
+			path, prev.D1, prev.D2, prev.Test, prev.Lambda, prev.VLMEpochs, prev.ClassifierEpochs, prev.Quick,
+			cfg.nAux, cfg.nPriv, cfg.nTest, cfg.lambda, cfg.vlmEpochs, cfg.clfEpochs, cfg.quick)
+	}
+	got := reproResults{}
+	for _, c := range prev.Results {
+		if got[c.Mechanism] == nil {
+			got[c.Mechanism] = map[string][]float64{}
+		}
+		got[c.Mechanism][c.Eps] = c.Accuracy
+	}
+	done := math.MaxInt
+	res := reproResults{}
+	for _, m := range cfg.mechs {
+		res[m] = map[string][]float64{}
+		for _, eps := range cfg.eps {
+			xs := got[m][epsName(eps)]
+			if len(xs) == 0 {
+				return nil, fmt.Errorf("%s has no finished trial of %s at ε %s", path, m, epsLabel(eps))
+			}
+			done = min(done, len(xs))
+			res[m][epsName(eps)] = xs
+		}
+	}
+	for _, byEps := range res {
+		for k, xs := range byEps {
+			byEps[k] = xs[:done]
+		}
+	}
+	if done >= cfg.trials {
+		return nil, fmt.Errorf("%s already holds %d trial(s); ask for more with --trials", path, done)
+	}
+	cfg.first, cfg.prevWall = done, time.Duration(prev.WallS*float64(time.Second))
+	return res, nil
 }
 
 // writeReproResults writes results.md, results.json and accuracy.png to cfg.out and returns the markdown.
@@ -267,8 +339,9 @@ func (r *reproRun) job(what, q string) error {
 }
 
 // runRepro runs cfg.trials trials, calling trialDone with the results so far after each.
-func runRepro(cfg reproConfig, log io.Writer, trialDone func(reproResults, time.Duration) error) (reproResults, time.Duration, error) {
-	start := time.Now()
+// prev holds the cfg.first trials already finished (nil for none).
+func runRepro(cfg reproConfig, prev reproResults, log io.Writer, trialDone func(reproResults, time.Duration) error) (reproResults, time.Duration, error) {
+	start := time.Now().Add(-cfg.prevWall)
 	path := filepath.Join(cfg.out, "repro.duckdb")
 	for _, p := range []string{path, path + ".wal"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -298,7 +371,17 @@ func runRepro(cfg reproConfig, log io.Writer, trialDone func(reproResults, time.
 		return nil, 0, err
 	}
 	res := reproResults{}
-	for t := 0; t < cfg.trials; t++ {
+	for m, byEps := range prev {
+		res[m] = map[string][]float64{}
+		for k, xs := range byEps {
+			res[m][k] = slices.Clone(xs)
+		}
+	}
+	if cfg.first > 0 {
+		r.logf("resuming: %d trial(s) kept from %s, running trials %d–%d (seeds %d–%d)", cfg.first, filepath.Join(cfg.out, "results.json"),
+			cfg.first+1, cfg.trials, cfg.seed+uint64(cfg.first), cfg.seed+uint64(cfg.trials-1))
+	}
+	for t := cfg.first; t < cfg.trials; t++ {
 		seed := cfg.seed + uint64(t)
 		if err := r.trial(seed, train, res); err != nil {
 			return nil, 0, err

@@ -33,3 +33,42 @@ func TestReproTableSaysWhenPartial(t *testing.T) {
 		t.Errorf("three of three trials:\n%s", full)
 	}
 }
+
+// --resume keeps the finished trials of a stopped run, drops a trial that stopped part way, starts at
+// the next seed, and refuses a results.json of another protocol.
+func TestReproResumeKeepsFinishedTrials(t *testing.T) {
+	dir := t.TempDir()
+	cfg := reproConfig{out: dir, trials: 3, eps: []float64{2, 4}, mechs: []string{"vlm", "pca"}, nAux: 10, nPriv: 5, nTest: 3,
+		lambda: 0.7, vlmEpochs: 20, clfEpochs: 60, seed: 7}
+	// Trial 1 finished; trial 2 stopped after vlm at ε 2.
+	stopped := reproResults{"vlm": {"2": {0.5, 0.9}, "4": {0.6}}, "pca": {"2": {0.4}, "4": {0.45}}}
+	if _, err := writeReproResults(cfg, stopped, 90*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	again := cfg
+	got, err := resumeRepro(&again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.first != 1 || again.prevWall != 90*time.Minute || again.seed != 7 {
+		t.Errorf("first %d, prevWall %v, seed %d; want 1, 1h30m, 7", again.first, again.prevWall, again.seed)
+	}
+	if v := got["vlm"]["2"]; len(v) != 1 || v[0] != 0.5 {
+		t.Errorf("vlm at ε 2 kept %v, want [0.5] (the stopped trial's cell dropped)", v)
+	}
+	other := cfg
+	other.vlmEpochs = 12
+	if _, err := resumeRepro(&other); err == nil || !strings.Contains(err.Error(), "20 VLM") {
+		t.Errorf("a run of other epochs resumed: %v", err)
+	}
+	more := cfg
+	more.eps = []float64{2, 4, 6}
+	if _, err := resumeRepro(&more); err == nil || !strings.Contains(err.Error(), "vlm at ε 6") {
+		t.Errorf("a run missing ε 6 resumed: %v", err)
+	}
+	done := cfg
+	done.trials = 1
+	if _, err := resumeRepro(&done); err == nil || !strings.Contains(err.Error(), "already holds 1") {
+		t.Errorf("a finished run resumed: %v", err)
+	}
+}
