@@ -4,13 +4,17 @@ package experiments
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/builtin/pca/pcaenc"
 	"github.com/ldpsql/ldpsql/training/classifier"
 	"github.com/ldpsql/ldpsql/training/datasets"
+	"github.com/ldpsql/ldpsql/training/diagnostics"
 	"github.com/ldpsql/ldpsql/training/vlm"
 )
 
@@ -33,17 +37,45 @@ func cleanAcc(t *testing.T, ztr [][]float32, ytr []int, zte [][]float32, yte []i
 	return float64(ok) / float64(len(p))
 }
 
+// diagnose runs the DBA's privacy-free diagnostics (package diagnostics, what ldp_evaluate_mechanism and
+// every training job run) on the training rows at ε_x = 0.7 · 8 and returns whether they flag collapse
+// and how many of the d latent dimensions are active.
+func diagnose(t *testing.T, rows [][]float32, l float64, encode, decode func([][]float32) ([][]float32, error)) (bool, int) {
+	codec := diagnostics.Codec{
+		Encode: func(_ context.Context, x [][]float32) ([][]float32, error) { return encode(x) },
+		Decode: func(_ context.Context, z [][]float32) ([][]float32, error) { return decode(z) },
+	}
+	rep, err := diagnostics.Evaluate(context.Background(), rows, codec, diagnostics.Config{Set: mechanisms.L1Ball{D: 8, Radius: l}, Eps: 5.6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.Collapsed, rep.ActiveDims
+}
+
+// compare logs, per encoder, the clean-latent classifier accuracy over 3 seeds (mean ± sample std) and
+// the diagnostics' verdict for each trained model, as one markdown row each.
 func compare(t *testing.T, name string, tr, te [][]float32, ytr, yte []int, k int) {
-	pm, _ := pcaenc.FitRows(pcaenc.Params{D: 8}, tr)
+	pm, err := pcaenc.FitRows(pcaenc.Params{D: 8}, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ptr, _ := pm.Encode(tr)
 	pte, _ := pm.Encode(te)
+	var paccs []float64
+	for seed := uint64(1); seed <= 3; seed++ {
+		paccs = append(paccs, cleanAcc(t, ptr, ytr, pte, yte, k, seed))
+	}
+	pcol, pact := diagnose(t, tr, pm.L, pm.Encode, pm.Decode)
+	pm0, ps0 := meanStd(paccs)
+	t.Logf("| %s | PCA (l %.3g from the data) | %.1f ± %.1f | %v | %d |", name, pm.L, 100*pm0, 100*ps0, pcol, pact)
 	type variant struct {
 		name   string
 		epochs int   // 0: Config.Resolve's rule
 		hidden []int // nil: Config.Resolve's rule
 	}
-	for _, v := range []variant{{"old fixed defaults", 20, []int{400, 150, 50}}, {"epochs rule only", 0, []int{400, 150, 50}}, {"both rules", 0, nil}} {
+	for _, v := range []variant{{"VLM, the old fixed defaults (20 epochs, 400/150/50)", 20, []int{400, 150, 50}}, {"VLM, today's defaults (Config.Resolve)", 0, nil}} {
 		var accs []float64
+		var flags []string
 		for seed := uint64(1); seed <= 3; seed++ {
 			cfg := vlm.DefaultConfig()
 			cfg.Seed, cfg.Epochs, cfg.Hidden = seed, v.epochs, v.hidden
@@ -53,9 +85,13 @@ func compare(t *testing.T, name string, tr, te [][]float32, ytr, yte []int, k in
 			}
 			vtr, _ := vm.Encode(tr)
 			vte, _ := vm.Encode(te)
-			accs = append(accs, cleanAcc(t, vtr, ytr, vte, yte, k, seed))
+			acc := cleanAcc(t, vtr, ytr, vte, yte, k, seed)
+			accs = append(accs, acc)
+			col, act := diagnose(t, tr, cfg.L, vm.Encode, vm.Decode)
+			flags = append(flags, fmt.Sprintf("%.1f %v %d", 100*acc, col, act))
 		}
-		t.Logf("%s %s (epochs %d): vlm %.3f %.3f %.3f; pca %.3f", name, v.name, v.epochs, accs[0], accs[1], accs[2], cleanAcc(t, ptr, ytr, pte, yte, k, 1))
+		m, s := meanStd(accs)
+		t.Logf("| %s | %s | %.1f ± %.1f | per seed (accuracy, collapsed, active dims): %s |", name, v.name, 100*m, 100*s, strings.Join(flags, "; "))
 	}
 }
 
