@@ -1,4 +1,4 @@
-package vlm
+package nn
 
 import (
 	"math"
@@ -34,9 +34,9 @@ func toward0(x float64) float32 {
 	return f
 }
 
-// clipL1To32 writes ν(h) = h·min(1, l/‖h‖₁) to out as float32 values whose ℓ1
+// ClipL1To32 writes ν(h) = h·min(1, l/‖h‖₁) to out as float32 values whose ℓ1
 // norm is certainly ≤ l (see l1Safe32); h must be finite, len(out) ==
-// len(h) < 2²⁰, 0 < l ≤ MaxL. A vector that already passes the check after
+// len(h) < 2²⁰, 0 < l ≤ 1e9. A vector that already passes the check after
 // rounding toward zero is returned as rounded; otherwise h is scaled by
 // mechanisms.ClipL1 (float64, overflow-safe) onto the ball of a radius a hair
 // inside l, l·(1 − (d+2)·2⁻²¹), whose float32 rounding toward zero then
@@ -45,7 +45,7 @@ func toward0(x float64) float32 {
 //
 // The direction is that of h up to float32 rounding; the relative shrinkage
 // from the margin is below 10⁻⁵ for d ≤ 20.
-func clipL1To32(h []float64, l float64, out []float32) {
+func ClipL1To32(h []float64, l float64, out []float32) {
 	for i, x := range h {
 		out[i] = toward0(x)
 	}

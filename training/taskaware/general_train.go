@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -86,7 +85,7 @@ func TrainFrom(ctx context.Context, c TrainConfig, base *Network, rows [][]float
 		if base.Task != c.Task || base.InputDim != n || base.N != len(rows) || base.Classes != m.Classes {
 			return nil, errors.New("task_aware: the base network's task model was trained on other rows or for another task")
 		}
-		m.F, m.TaskLoss = cloneLayers(base.F), base.TaskLoss
+		m.F, m.TaskLoss = graph.CloneLayers(base.F), base.TaskLoss
 	} else if err := t.taskModel(ctx, total, progress); err != nil {
 		return nil, err
 	}
@@ -95,21 +94,21 @@ func TrainFrom(ctx context.Context, c TrainConfig, base *Network, rows [][]float
 	init := rand.New(rand.NewPCG(c.Seed, streamEncInit))
 	if c.Design != DesignTaskAgnostic {
 		if c.Encoder == EncoderMLP {
-			m.Enc = []Layer{newLayer(n, n, graph.Sigmoid), newLayer(n, m.Z, graph.Identity)}
+			m.Enc = []Layer{graph.NewLayer(n, n, graph.Sigmoid), graph.NewLayer(n, m.Z, graph.Identity)}
 		} else {
-			m.Enc = []Layer{newLayer(n, m.Z, graph.Identity)}
+			m.Enc = []Layer{graph.NewLayer(n, m.Z, graph.Identity)}
 		}
 	}
 	if c.Encoder == EncoderMLP {
-		m.Dec = []Layer{newLayer(m.Z, n, graph.Sigmoid), newLayer(n, n, graph.Identity)}
+		m.Dec = []Layer{graph.NewLayer(m.Z, n, graph.Sigmoid), graph.NewLayer(n, n, graph.Identity)}
 	} else {
-		m.Dec = []Layer{newLayer(m.Z, n, graph.Identity)}
+		m.Dec = []Layer{graph.NewLayer(m.Z, n, graph.Identity)}
 	}
 	for i := range m.Enc {
-		m.Enc[i].init(init)
+		m.Enc[i].Init(init)
 	}
 	for i := range m.Dec {
-		m.Dec[i].init(init)
+		m.Dec[i].Init(init)
 	}
 	shuffle := rand.New(rand.NewPCG(c.Seed, streamEncShuf))
 	noise := rand.New(rand.NewPCG(c.Seed, streamLatNoise))
@@ -581,13 +580,13 @@ func (t *trainer) taskModel(ctx context.Context, later int, progress func(nn.Pro
 		hidden = int(math.Ceil(1.5 * float64(n)))
 	}
 	if c.TaskModel == EncoderLinear {
-		m.F = []Layer{newLayer(n, k, graph.Identity)}
+		m.F = []Layer{graph.NewLayer(n, k, graph.Identity)}
 	} else {
-		m.F = []Layer{newLayer(n, hidden, graph.ReLU), newLayer(hidden, k, graph.Identity)}
+		m.F = []Layer{graph.NewLayer(n, hidden, graph.ReLU), graph.NewLayer(hidden, k, graph.Identity)}
 	}
 	init := rand.New(rand.NewPCG(c.Seed, streamTaskInit))
 	for i := range m.F {
-		m.F[i].init(init)
+		m.F[i].Init(init)
 	}
 	// Progress counts the task model's training as start 1 of 2, the encoder's as start 2.
 	loss, err := t.fitTaskModel(ctx, nn.Loop{Epochs: c.TaskEpochs, BatchSize: t.bs, Shuffle: rand.New(rand.NewPCG(c.Seed, streamTaskShuf)),
@@ -597,12 +596,4 @@ func (t *trainer) taskModel(ctx context.Context, later int, progress func(nn.Pro
 	}
 	m.TaskLoss = loss
 	return nil
-}
-
-func cloneLayers(ls []Layer) []Layer {
-	out := make([]Layer, len(ls))
-	for i, l := range ls {
-		out[i] = Layer{In: l.In, Out: l.Out, W: slices.Clone(l.W), B: slices.Clone(l.B), Act: l.Act}
-	}
-	return out
 }

@@ -2,7 +2,6 @@ package taskaware
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,71 +14,8 @@ import (
 // NetworkFormat is the artifact format tag of a trained (Algorithm 1) encoder.
 const NetworkFormat = "ldpsql-task-aware/1"
 
-// Layer is a dense layer: out = act(in·W + B), W of In×Out values, row-major.
-type Layer struct {
-	In  int              `json:"in"`
-	Out int              `json:"out"`
-	W   []float32        `json:"w"`
-	B   []float32        `json:"b"`
-	Act graph.Activation `json:"act"`
-}
-
-func newLayer(in, out int, act graph.Activation) Layer {
-	return Layer{In: in, Out: out, W: make([]float32, in*out), B: make([]float32, out), Act: act}
-}
-
-// init draws W uniformly (He for ReLU layers, Glorot otherwise) and zeroes B.
-func (l *Layer) init(r *rand.Rand) {
-	lim := math.Sqrt(6 / float64(l.In+l.Out))
-	if l.Act == graph.ReLU {
-		lim = math.Sqrt(6 / float64(l.In))
-	}
-	for i := range l.W {
-		l.W[i] = float32((2*r.Float64() - 1) * lim)
-	}
-	clear(l.B)
-}
-
-// forward applies the layer to one row.
-func (l *Layer) forward(x []float64) []float64 {
-	y := make([]float64, l.Out)
-	for o := range y {
-		y[o] = float64(l.B[o])
-	}
-	for i, xi := range x {
-		if xi == 0 {
-			continue
-		}
-		w := l.W[i*l.Out : (i+1)*l.Out]
-		for o := range y {
-			y[o] += xi * float64(w[o])
-		}
-	}
-	for o := range y {
-		y[o] = l.Act.Apply(y[o])
-	}
-	return y
-}
-
-func (l *Layer) check(in int) error {
-	if l.In != in || l.Out < 1 || len(l.W) != l.In*l.Out || len(l.B) != l.Out || !l.Act.Valid() {
-		return fmt.Errorf("layer %d→%d (%s) with %d weights and %d biases does not take %d inputs", l.In, l.Out, l.Act, len(l.W), len(l.B), in)
-	}
-	for _, v := range append(append([]float32(nil), l.W...), l.B...) {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return errors.New("non-finite weight")
-		}
-	}
-	return nil
-}
-
-// runStack applies layers in order.
-func runStack(ls []Layer, x []float64) []float64 {
-	for i := range ls {
-		x = ls[i].forward(x)
-	}
-	return x
-}
+// Layer is a dense layer (graph.Layer, shared with the other models trained through a graph).
+type Layer = graph.Layer
 
 // Network is a trained task-aware encoder and its decoder (Algorithm 1, or one of the paper's baselines),
 // with the task model f it was trained through. Its JSON form is the artifact.
@@ -165,7 +101,7 @@ func (m *Network) check() error {
 	}
 	in := n
 	for i := range m.Enc {
-		if err := m.Enc[i].check(in); err != nil {
+		if err := m.Enc[i].Check(in); err != nil {
 			return fmt.Errorf("encoder: %w", err)
 		}
 		in = m.Enc[i].Out
@@ -175,7 +111,7 @@ func (m *Network) check() error {
 	}
 	in = m.Z
 	for i := range m.Dec {
-		if err := m.Dec[i].check(in); err != nil {
+		if err := m.Dec[i].Check(in); err != nil {
 			return fmt.Errorf("decoder: %w", err)
 		}
 		in = m.Dec[i].Out
@@ -245,7 +181,7 @@ func (m *Network) sensitivity() (float64, []float64, error) {
 		mid[i] = width[i] / 2
 	}
 	// The centre is the last layer's value at the middle of its input box.
-	c := (&Layer{In: last.In, Out: last.Out, W: last.W, B: last.B, Act: graph.Identity}).forward(mid)
+	c := (&Layer{In: last.In, Out: last.Out, W: last.W, B: last.B, Act: graph.Identity}).Forward(mid)
 	return d1, c, nil
 }
 
@@ -283,7 +219,7 @@ func (m *Network) latent(u []float64) []float64 {
 	if len(m.Enc) == 0 {
 		return u
 	}
-	return runStack(m.Enc, u)
+	return graph.RunStack(m.Enc, u)
 }
 
 // Decode maps noisy centred latents back to feature space.
@@ -313,7 +249,7 @@ func (m *Network) decodeScaled(z []float32) []float64 {
 	for k := range in {
 		in[k] = float64(z[k]) + m.Centre[k]
 	}
-	return runStack(m.Dec, in)
+	return graph.RunStack(m.Dec, in)
 }
 
 // Evaluation is a network's task performance on labelled rows released at some ε.
@@ -360,7 +296,7 @@ func (m *Network) Evaluate(rows [][]float32, labels []float64, eps float64, draw
 // taskLoss is f's loss on one decoded row (scaled coordinates), and whether its predicted class is the
 // label's.
 func (m *Network) taskLoss(u []float64, label float64) (float64, bool) {
-	out := runStack(m.F, u)
+	out := graph.RunStack(m.F, u)
 	if m.Task == TaskRegression {
 		t := (label - m.LabelLo) / max(m.LabelHi-m.LabelLo, 1e-300)
 		return (out[0] - t) * (out[0] - t), false

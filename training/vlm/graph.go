@@ -17,48 +17,6 @@ var priorScale = 1 / math.Sqrt2
 // learntScaleInit is the initial learnt training scale, b = b₀/2.
 var learntScaleInit = priorScale / 2
 
-// scalar returns a constant of the graph's dtype.
-func scalar(dt tensor.Dtype, v float64) *G.Node {
-	if dt == tensor.Float32 {
-		return G.NewConstant(float32(v))
-	}
-	return G.NewConstant(v)
-}
-
-// nuNode is ν(h) = h / max(1, ‖h‖₁/l) row-wise for h of shape (B, D),
-// written max(1, t) = 1 + relu(t − 1) so that it is differentiable
-// everywhere except on the boundary ‖h‖₁ = l (where gorgonia's relu takes the
-// inner side's gradient, relu'(0) = 1 — ReLU is x·[x ≥ 0]) and at coordinates
-// hᵢ = 0 (where |·|' = sign(0) = 0). At h = 0 it is the identity, with the
-// identity's gradient.
-func nuNode(h *G.Node, l float64) (*G.Node, error) {
-	dt := h.Dtype()
-	abs, err := G.Abs(h)
-	if err != nil {
-		return nil, err
-	}
-	n, err := G.Sum(abs, 1) // (B)
-	if err != nil {
-		return nil, err
-	}
-	t, err := G.Mul(n, scalar(dt, 1/l))
-	if err != nil {
-		return nil, err
-	}
-	one := scalar(dt, 1)
-	if t, err = G.Sub(t, one); err != nil {
-		return nil, err
-	}
-	if t, err = G.Rectify(t); err != nil {
-		return nil, err
-	}
-	s, err := G.Add(t, one)
-	if err != nil {
-		return nil, err
-	}
-	return G.BroadcastHadamardDiv(h, s, nil, []byte{1})
-}
-
 // laplaceKLRows returns, for μ of shape (B, D) and a scalar scale b with
 // log b given as the scalar node logb, the part of Σᵢ KL(Laplace(μᵢ, b) ‖
 // Laplace(0, b₀)) that depends on the row, Σᵢ |μᵢ|/b₀ + (b/b₀)·exp(−|μᵢ|/b)
@@ -82,14 +40,14 @@ func laplaceKLRows(mu, b, logb *G.Node, d int) (rows, constant *G.Node, err erro
 		return nil, nil, err
 	}
 	// (b/b₀)·exp(−|μ|/b)
-	bOverB0, err := G.Mul(b, scalar(dt, 1/priorScale))
+	bOverB0, err := G.Mul(b, graph.Scalar(dt, 1/priorScale))
 	if err != nil {
 		return nil, nil, err
 	}
 	if e, err = G.Mul(bOverB0, e); err != nil {
 		return nil, nil, err
 	}
-	a, err := G.Mul(abs, scalar(dt, 1/priorScale))
+	a, err := G.Mul(abs, graph.Scalar(dt, 1/priorScale))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,10 +58,10 @@ func laplaceKLRows(mu, b, logb *G.Node, d int) (rows, constant *G.Node, err erro
 		return nil, nil, err
 	}
 	// D·(log b₀ − 1 − log b)
-	if constant, err = G.Sub(scalar(dt, math.Log(priorScale)-1), logb); err != nil {
+	if constant, err = G.Sub(graph.Scalar(dt, math.Log(priorScale)-1), logb); err != nil {
 		return nil, nil, err
 	}
-	if constant, err = G.Mul(constant, scalar(dt, float64(d))); err != nil {
+	if constant, err = G.Mul(constant, graph.Scalar(dt, float64(d))); err != nil {
 		return nil, nil, err
 	}
 	return rows, constant, nil
@@ -119,7 +77,7 @@ func laplaceKL(mu, b, logb *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	nRows := scalar(mu.Dtype(), float64(mu.Shape()[0]))
+	nRows := graph.Scalar(mu.Dtype(), float64(mu.Shape()[0]))
 	cc, err := G.Mul(c, nRows)
 	if err != nil {
 		return nil, err
@@ -145,7 +103,7 @@ func nllRows(likelihood string, x, a *G.Node) (rows *G.Node, constant float64, e
 		if err != nil {
 			return nil, 0, err
 		}
-		if t, err = G.Mul(t, scalar(x.Dtype(), 0.5)); err != nil {
+		if t, err = G.Mul(t, graph.Scalar(x.Dtype(), 0.5)); err != nil {
 			return nil, 0, err
 		}
 		rows, err = G.Sum(t, 1)
@@ -228,7 +186,7 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 		}
 		tg.layerIn = append(tg.layerIn, in)
 	}
-	if tg.mu, err = nuNode(h, m.cfg.L); err != nil {
+	if tg.mu, err = graph.NuL1(h, m.cfg.L); err != nil {
 		return nil, fmt.Errorf("ν: %w", err)
 	}
 
@@ -285,7 +243,7 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 		return nil, err
 	}
 	if nllConst != 0 {
-		if loss, err = G.Add(loss, scalar(dt, nllConst)); err != nil {
+		if loss, err = G.Add(loss, graph.Scalar(dt, nllConst)); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,8 @@
 package vlm
 
 import (
+	"github.com/ldpsql/ldpsql/training/nn/graph"
+
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -202,7 +204,7 @@ func TestNuValueAndGradient(t *testing.T) {
 		return s
 	}
 	build := func(g *G.ExprGraph, ps []*G.Node) (*G.Node, error) {
-		nu, err := nuNode(ps[0], l)
+		nu, err := graph.NuL1(ps[0], l)
 		if err != nil {
 			return nil, err
 		}

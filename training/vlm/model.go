@@ -167,7 +167,7 @@ func (m *Model) Encode(rows [][]float32) ([][]float32, error) {
 				a, s := forwardScaled(m.enc, row)
 				scaleForClip(a, s, m.cfg.L, h64)
 			}
-			clipL1To32(h64, m.cfg.L, out[r])
+			nn.ClipL1To32(h64, m.cfg.L, out[r])
 		}
 		return nil
 	})

@@ -289,7 +289,7 @@ func TestEncodeBoundAdversarial(t *testing.T) {
 		h := make([]float64, m.cfg.D)
 		scaleForClip(a, s, m.cfg.L, h)
 		want := make([]float32, m.cfg.D)
-		clipL1To32(h, m.cfg.L, want)
+		nn.ClipL1To32(h, m.cfg.L, want)
 		for k := range want {
 			if d := math.Abs(float64(want[k] - z[i][k])); d > 1e-4*m.cfg.L {
 				t.Errorf("row %d: float32 path %v, scaled path %v", i, z[i], want)
@@ -357,7 +357,7 @@ func TestClipL1To32(t *testing.T) {
 				h[i] *= 10 / n
 			}
 		}
-		clipL1To32(h, 10, out)
+		nn.ClipL1To32(h, 10, out)
 		var s float64
 		for _, v := range out {
 			s += math.Abs(float64(v))

@@ -137,3 +137,45 @@ func WeightsGrads(p *G.Node) (w, g []float32, err error) {
 	}
 	return w, g, nil
 }
+
+// Scalar returns a constant of dtype dt (Float32 or Float64).
+func Scalar(dt tensor.Dtype, v float64) *G.Node {
+	if dt == tensor.Float32 {
+		return G.NewConstant(float32(v))
+	}
+	return G.NewConstant(v)
+}
+
+// NuL1 is the recipe's output constraint ν(h) = h / max(1, ‖h‖₁/l) row-wise for h of shape (B, D),
+// written max(1, t) = 1 + relu(t − 1) so that it is differentiable
+// everywhere except on the boundary ‖h‖₁ = l (where gorgonia's relu takes the
+// inner side's gradient, relu'(0) = 1 — ReLU is x·[x ≥ 0]) and at coordinates
+// hᵢ = 0 (where |·|' = sign(0) = 0). At h = 0 it is the identity, with the
+// identity's gradient.
+func NuL1(h *G.Node, l float64) (*G.Node, error) {
+	dt := h.Dtype()
+	abs, err := G.Abs(h)
+	if err != nil {
+		return nil, err
+	}
+	n, err := G.Sum(abs, 1) // (B)
+	if err != nil {
+		return nil, err
+	}
+	t, err := G.Mul(n, Scalar(dt, 1/l))
+	if err != nil {
+		return nil, err
+	}
+	one := Scalar(dt, 1)
+	if t, err = G.Sub(t, one); err != nil {
+		return nil, err
+	}
+	if t, err = G.Rectify(t); err != nil {
+		return nil, err
+	}
+	s, err := G.Add(t, one)
+	if err != nil {
+		return nil, err
+	}
+	return G.BroadcastHadamardDiv(h, s, nil, []byte{1})
+}
