@@ -22,6 +22,7 @@ import (
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/builtin/identity/idenc"
 	"github.com/ldpsql/ldpsql/plugins/builtin/pca/pcaenc"
+	"github.com/ldpsql/ldpsql/training/clm"
 	"github.com/ldpsql/ldpsql/training/taskaware"
 	"github.com/ldpsql/ldpsql/training/vlm"
 )
@@ -41,7 +42,7 @@ type Set struct {
 type File struct {
 	Format    string `json:"format"`
 	Name      string `json:"name"`
-	Plugin    string `json:"plugin"` // the built-in encoder that runs it: vlm, pca, identity, task_aware, task_aware_linear
+	Plugin    string `json:"plugin"` // the built-in encoder that runs it: vlm, pca, identity, task_aware, task_aware_linear, clm
 	InputDim  int    `json:"input_dim"`
 	OutputDim int    `json:"output_dim"`
 	Set       Set    `json:"output_set"`
@@ -186,8 +187,14 @@ func loadModel(plugin string, artifact []byte) (encoder, mechanisms.OutputSet, e
 			return nil, nil, err
 		}
 		return m, mechanisms.L1Ball{D: m.Z, Radius: m.Radius}, nil
+	case "clm":
+		m, err := clm.Load(artifact)
+		if err != nil {
+			return nil, nil, err
+		}
+		return m, mechanisms.L1Ball{D: m.Config().D, Radius: m.Config().L}, nil
 	}
-	return nil, nil, fmt.Errorf("plugin %q cannot run outside the server (built-ins: vlm, pca, identity, task_aware, task_aware_linear)", plugin)
+	return nil, nil, fmt.Errorf("plugin %q cannot run outside the server (built-ins: vlm, pca, identity, task_aware, task_aware_linear, clm)", plugin)
 }
 
 // Encode maps rows to their (unnoised) encodings: for inspection; a release is Privatise's.

@@ -12,6 +12,7 @@ import (
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/builtin/identity/idenc"
 	"github.com/ldpsql/ldpsql/plugins/builtin/pca/pcaenc"
+	"github.com/ldpsql/ldpsql/training/clm"
 	"github.com/ldpsql/ldpsql/training/datasets"
 	"github.com/ldpsql/ldpsql/training/taskaware"
 	"github.com/ldpsql/ldpsql/training/vlm"
@@ -110,6 +111,12 @@ func models(t *testing.T) map[string]struct {
 	}
 	art, _ = ta.Artifact()
 	add("task_aware", art, ta, mechanisms.L1Ball{D: 3, Radius: ta.Radius}, 3)
+	cl, err := clm.Train(context.Background(), clm.Config{D: 4, L: 3, EpsPretrain: 20, Hidden: []int{16}, Epochs: 2}, rows, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	art, _ = cl.MarshalBinary()
+	add("clm", art, cl, mechanisms.L1Ball{D: 4, Radius: 3}, 4)
 	return out
 }
 

@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 		filepath.Join(dir, "bin", "ldpsql-plugin-vlm"):               "./plugins/builtin/vlm",
 		filepath.Join(dir, "bin", "ldpsql-plugin-task_aware_linear"): "./plugins/builtin/task_aware_linear",
 		filepath.Join(dir, "bin", "ldpsql-plugin-task_aware"):        "./plugins/builtin/task_aware",
+		filepath.Join(dir, "bin", "ldpsql-plugin-clm"):               "./plugins/builtin/clm",
 		filepath.Join(pluginBin, "meanpool"):                         "./examples/thirdparty-encoder",
 		filepath.Join(pluginBin, "liar"):                             "./plugins/host/testdata/liar",
 		filepath.Join(pluginBin, "crash"):                            "./plugins/host/testdata/crash",

@@ -21,9 +21,10 @@ go build "${tags[@]}" -o bin/ldpsql-plugin-pca ./plugins/builtin/pca
 go build "${tags[@]}" -o bin/ldpsql-plugin-vlm ./plugins/builtin/vlm
 go build "${tags[@]}" -o bin/ldpsql-plugin-task_aware_linear ./plugins/builtin/task_aware_linear
 go build "${tags[@]}" -o bin/ldpsql-plugin-task_aware ./plugins/builtin/task_aware
+go build "${tags[@]}" -o bin/ldpsql-plugin-clm ./plugins/builtin/clm
 # Pin the built-in plugins' digests into ldpsql, so a replaced plugin binary is refused at start.
 pins=""
-for p in identity pca vlm task_aware_linear task_aware; do
+for p in identity pca vlm task_aware_linear task_aware clm; do
   pins+="${pins:+,}$p:$(sha256sum "bin/ldpsql-plugin-$p" | cut -d' ' -f1)"
 done
 go build "${tags[@]}" -ldflags "-X github.com/ldpsql/ldpsql/udf.builtinDigests=$pins" -o bin/ldpsql ./cmd/ldpsql

@@ -24,6 +24,7 @@ var BuiltinPlugins = map[string]string{
 	"vlm":               "ldpsql-plugin-vlm",
 	"task_aware_linear": "ldpsql-plugin-task_aware_linear",
 	"task_aware":        "ldpsql-plugin-task_aware",
+	"clm":               "ldpsql-plugin-clm",
 }
 
 // builtinDigests pins the built-in plugins' SHA-256 digests at build time: scripts/build.sh builds the

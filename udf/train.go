@@ -17,6 +17,7 @@ import (
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 	"github.com/ldpsql/ldpsql/training/vlm"
 
+	"github.com/ldpsql/ldpsql/training/dp"
 	"github.com/ldpsql/ldpsql/training/nn"
 )
 
@@ -39,11 +40,14 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	if err := checkName(fn+": mechanism", name); err != nil {
 		return nil, err
 	}
-	if kind == "task_aware" {
+	switch kind {
+	case "task_aware":
 		return p.trainTaskAware(ctx, name, auxTable, featuresCol, params)
-	}
-	if kind != "vlm" {
-		return nil, fmt.Errorf("%s: kind %q cannot be trained (trainable: vlm, task_aware); fit 'pca', 'identity' or 'task_aware_linear' with ldp_fit_mechanism", fn, kind)
+	case "clm":
+		return p.trainCLM(ctx, name, auxTable, featuresCol, params)
+	case "vlm":
+	default:
+		return nil, fmt.Errorf("%s: kind %q cannot be trained (trainable: vlm, clm, task_aware); fit 'pca', 'identity' or 'task_aware_linear' with ldp_fit_mechanism", fn, kind)
 	}
 	trainParams, diag, err := splitDiagnosticParams(fn, params)
 	if err != nil {
@@ -65,6 +69,32 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 			return nil, err
 		}
 	}
+	return p.trainUnlabelled(ctx, unlabelledJob{fn: fn, name: name, kind: kind, auxTable: auxTable, featuresCol: featuresCol,
+		recorded: recorded, cdp: cfg.CDP, diag: diag,
+		train: func(jctx context.Context, rows [][]float32, progress func(nn.Progress)) ([]byte, *dp.Target, error) {
+			model, err := vlm.Train(jctx, cfg, rows, progress)
+			if err != nil {
+				return nil, nil, err
+			}
+			artifact, err := model.MarshalBinary()
+			return artifact, model.Config().CDP, err
+		}})
+}
+
+// unlabelledJob is a training job on an auxiliary table's features alone (vlm, clm): train returns the
+// artifact and the CDP record (nil without CDP).
+type unlabelledJob struct {
+	fn, name, kind, auxTable, featuresCol string
+	recorded                              json.RawMessage
+	cdp                                   *dp.Target // the CDP target asked for, nil without
+	diag                                  diagOptions
+	train                                 func(ctx context.Context, rows [][]float32, progress func(nn.Progress)) ([]byte, *dp.Target, error)
+}
+
+// trainUnlabelled checks what it can as the caller (name free, plugin built, table readable, ledger),
+// then starts the job that reads the rows, trains and registers the mechanism, and returns its id.
+func (p *procedures) trainUnlabelled(ctx *sql.Context, j unlabelledJob) (sql.RowIter, error) {
+	fn, name, kind, auxTable, featuresCol := j.fn, j.name, j.kind, j.auxTable, j.featuresCol
 	if _, err := p.mechs.catalog.Mechanism(ctx, name); err == nil {
 		return nil, fmt.Errorf("%s: a mechanism called %q is already registered (CALL ldp_drop_mechanism('%s') first)", fn, name, name)
 	}
@@ -79,11 +109,11 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	caller := ctx.Session.Client()
 	db := ctx.GetCurrentDatabase()
 	createdBy := user(ctx)
-	led, err := p.ledgerForTraining(ctx, fn, auxTable, cfg.CDP != nil)
+	led, err := p.ledgerForTraining(ctx, fn, auxTable, j.cdp != nil)
 	if err != nil {
 		return nil, err
 	}
-	id, err := p.e.Jobs.Start("train "+kind, name, recorded, createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
+	id, err := p.e.Jobs.Start("train "+kind, name, j.recorded, createdBy, func(jctx context.Context, report func(engine.JobProgress)) error {
 		// The job outlives the CALL's session: it reads as the same user through a session of its own.
 		session := sql.NewBaseSessionWithClientServer("job", caller, 0)
 		session.SetCurrentDatabase(db)
@@ -92,22 +122,18 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 		if err != nil {
 			return err
 		}
-		warnings, err := p.beforeTraining(sctx, fn, name, led, cfg.CDP, createdBy)
+		warnings, err := p.beforeTraining(sctx, fn, name, led, j.cdp, createdBy)
 		if err != nil {
 			return err
 		}
 		p.log("%s: training %s on %d rows of %s", fn, name, len(rows), auxTable)
-		model, err := vlm.Train(jctx, cfg, rows, func(pr nn.Progress) { report(jobProgress(pr)) })
-		if err != nil {
-			return err
-		}
-		artifact, err := model.MarshalBinary()
+		artifact, cdp, err := j.train(jctx, rows, func(pr nn.Progress) { report(jobProgress(pr)) })
 		if err != nil {
 			return err
 		}
 		return p.finishTraining(jctx, trained{fn: fn, name: name, kind: kind, plugin: plugin, auxTable: auxTable, featuresCol: featuresCol,
-			trainingTable: led.table, rows: rows, recorded: recorded, cdp: model.Config().CDP, artifact: artifact, createdBy: createdBy,
-			diag: diag, warnings: warnings}, report)
+			trainingTable: led.table, rows: rows, recorded: j.recorded, cdp: cdp, artifact: artifact, createdBy: createdBy,
+			diag: j.diag, warnings: warnings}, report)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 )
 
@@ -33,16 +34,23 @@ func (s *ModelSlot[M]) Load(artifact []byte, parse func([]byte) (*M, error)) err
 	return nil
 }
 
-// Model is a loaded model a [ModelEncoder] serves.
+// Model is a loaded model a [ModelEncoder] serves. A model that also has
+// Decode(latents [][]float32) ([][]float32, error) (a [ModelDecoder]) is served with a decoder.
 type Model interface {
 	Encode(rows [][]float32) ([][]float32, error)
+}
+
+// ModelDecoder is a Model with a decoder.
+type ModelDecoder interface {
+	Model
 	Decode(latents [][]float32) ([][]float32, error)
 }
 
 // ModelEncoder is the Encoder, Decoder and Loader of a plugin that serves one model type M (as the
 // built-in encoders do): Load decodes an artifact with Parse into its slot, Encode and Decode call the
 // loaded model (ErrNoModel before Load), and Describe reports Info with the loaded model's dimensions
-// and output set (Shape), or Info alone (NoSet) before Load. A plugin embeds it and adds Fit if it fits.
+// and output set (Shape), or Info alone (NoSet) before Load; HasDecoder says whether M is a
+// [ModelDecoder]. A plugin embeds it and adds Fit if it fits.
 type ModelEncoder[M any, PM interface {
 	*M
 	Model
@@ -56,7 +64,7 @@ type ModelEncoder[M any, PM interface {
 // Describe implements Encoder.
 func (p *ModelEncoder[M, PM]) Describe() Description {
 	d := p.Info
-	d.HasDecoder = true
+	_, d.HasDecoder = any(PM(nil)).(ModelDecoder)
 	if m := p.slot.Peek(); m != nil {
 		d.InputDim, d.OutputDim, d.OutputSet = p.Shape(m)
 	}
@@ -78,7 +86,11 @@ func (p *ModelEncoder[M, PM]) Decode(latents [][]float32) ([][]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	return PM(m).Decode(latents)
+	dec, ok := any(PM(m)).(ModelDecoder)
+	if !ok {
+		return nil, fmt.Errorf("%s has no decoder", p.Info.Name)
+	}
+	return dec.Decode(latents)
 }
 
 // Load implements Loader.
