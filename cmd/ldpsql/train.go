@@ -20,7 +20,7 @@ func trainCmd(args []string, stdout, stderr io.Writer) error {
 `, stderr)
 	tgt := addTargetFlags(fs, "DuckDB file")
 	name := fs.String("name", "", "name of the mechanism to create")
-	kind := fs.String("kind", "vlm", "encoder to train: vlm, or task_aware (params name the \"label\" column)")
+	kind := fs.String("kind", "vlm", "encoder to train: vlm, clm, or task_aware (params name the \"label\" column)")
 	table := fs.String("table", "", "auxiliary table")
 	column := fs.String("column", "features", "features column (packed float32 BLOB or JSON array)")
 	params := fs.String("params", "{}", "hyperparameters as JSON")
