@@ -52,7 +52,7 @@ const MetadataKey = "ldpsql.releases"
 // metadata inside a Parquet file.
 func MetadataAt(path string) string {
 	if f, _ := FormatOf(path); f == Parquet {
-		return fmt.Sprintf("%s (key-value metadata %q)", path, MetadataKey)
+		return fmt.Sprintf("%s's key-value metadata %q", path, MetadataKey)
 	}
 	return path + ".meta.json"
 }
