@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
@@ -22,8 +24,9 @@ func importReleasesCmd(args []string, stdout, stderr io.Writer) error {
 PREDICT treat as an ldp_privatize table: columns id, features (the released vector) and the released
 label, and the release metadata in the table's comment. The releases are a CSV file with its
 .meta.json, or a Parquet file with the metadata inside (by the extension, .csv or .parquet). The
-mechanism must be registered here with the dimension the releases have; anything that does not match
-is an error and nothing is written.`,
+mechanism must be registered here with the model and the dimension the releases were made with, and
+the metadata must be what privatize writes (every key, ε split as λ·eps and (1 − λ)·eps, the row
+count); anything that does not match is an error and nothing is written.`,
 		`  ldpsql import-releases --db ./ldpsql.duckdb --in releases.csv --table collected
   ldpsql import-releases --addr 127.0.0.1:3306 --in releases.csv --meta releases.csv.meta.json --table collected
   ldpsql import-releases --db ./ldpsql.duckdb --in releases.parquet --table collected
@@ -71,7 +74,8 @@ is an error and nothing is written.`,
 		return err
 	}
 	defer s.close()
-	r, err := queryAll(ctx, s, fmt.Sprintf("SELECT description FROM ldpsql_catalog.ldp_mechanisms WHERE name = %s", sqlQuote(meta.Mechanism)))
+	r, err := queryAll(ctx, s, fmt.Sprintf("SELECT k.description, SHA2(m.artifact, 256) FROM ldpsql_catalog.ldp_mechanisms k "+
+		"LEFT JOIN ldpsql_catalog.ldp_models m ON m.name = k.model WHERE k.name = %s", sqlQuote(meta.Mechanism)))
 	if err != nil {
 		return err
 	}
@@ -81,6 +85,11 @@ is an error and nothing is written.`,
 	var desc sdk.Description
 	if err := json.Unmarshal([]byte(stringValue(r.rows[0][0])), &desc); err != nil {
 		return fmt.Errorf("mechanism %q: its description: %w", meta.Mechanism, err)
+	}
+	// The name alone could be a mechanism refitted since the releases were made, with another model.
+	if model := strings.ToLower(stringValue(r.rows[0][1])); model != meta.ModelSHA {
+		return fmt.Errorf("the releases were made with a model of mechanism %q whose SHA-256 is %s (%s), but the model registered here under that name has %s: "+
+			"release with a file exported from this server's mechanism (ldpsql mechanisms export)", meta.Mechanism, meta.ModelSHA, from, cmp.Or(model, "none"))
 	}
 	set := desc.OutputSet.Describe()
 
@@ -98,7 +107,7 @@ is an error and nothing is written.`,
 			return err
 		}
 	}
-	if meta.Rows != 0 && rows != meta.Rows {
+	if rows != meta.Rows {
 		return fmt.Errorf("%s has %d rows, its metadata (%s) %d", *in, rows, from, meta.Rows)
 	}
 	again, err := rowfile.Open(*in)

@@ -226,7 +226,7 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 	if err := release(); err != nil {
 		return err
 	}
-	meta, _ := json.MarshalIndent(releaseMeta{Mechanism: m.File.Name, SHA256: m.File.SHA256,
+	meta, _ := json.MarshalIndent(releaseMeta{Mechanism: m.File.Name, SHA256: m.File.SHA256, ModelSHA: m.File.ArtifactSHA256,
 		Randomiser: *randomiser, Eps: *eps, EpsX: epsX, EpsY: epsY, K: *k, Lambda: *lambda, Label: *labelCol, Rows: n,
 		ReleasedAt: time.Now().UTC()}, "", "  ")
 	if err := sink.Finish(meta); err != nil {

@@ -247,7 +247,7 @@ func TestPrivatizeCSVAndParquetAgree(t *testing.T) {
 	}
 	delete(m1, "released_at")
 	delete(m2, "released_at")
-	if !reflect.DeepEqual(m1, m2) || m1["eps_x"] != 10.0 || m1["rows"] != 269.0 {
+	if !reflect.DeepEqual(m1, m2) || m1["eps_x"] != 10.0 || m1["model_sha256"] == "" || m1["rows"] != 269.0 {
 		t.Errorf("metadata differ:\n%v\n%v", m1, m2)
 	}
 	if _, err := os.Stat(outs["list_to.parquet"] + ".meta.json"); !os.IsNotExist(err) {
@@ -312,6 +312,75 @@ func TestPrivatizeParquetImportAndTrain(t *testing.T) {
 	t.Logf("classifier on the imported Parquet releases: %.3f on the clean aux rows (majority %.3f)", acc, major)
 	if !(acc > major+0.05) {
 		t.Errorf("accuracy %.3f, majority %.3f", acc, major)
+	}
+}
+
+// Metadata that is not what privatize wrote for these releases is refused, naming what is wrong, and
+// no table is made: in a Parquet file's key-value metadata as in a CSV file's .meta.json.
+func TestImportReleasesRefusesBadMetadata(t *testing.T) {
+	f := newReleaseFixture(t)
+	pq, cv := filepath.Join(f.dir, "rel.parquet"), filepath.Join(f.dir, "rel.csv")
+	f.privatize(t, f.list, pq)
+	f.privatize(t, f.csv, cv)
+	good, _ := os.ReadFile(cv + ".meta.json")
+	edit := func(change func(map[string]any)) string {
+		var m map[string]any
+		_ = json.Unmarshal(good, &m)
+		change(m)
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	for i, tc := range []struct {
+		meta string // "" for no ldpsql.releases key at all
+		want string
+	}{
+		{edit(func(m map[string]any) { m["eps"] = 40 }), "eps_x 10 and eps_y 10 are not lambda·eps and (1 − lambda)·eps for eps 40, lambda 0.5"},
+		{edit(func(m map[string]any) { m["eps_x"], m["eps_y"] = 12, 8 }), "eps_x 12 and eps_y 8 are not"},
+		{edit(func(m map[string]any) { m["model_sha256"] = strings.Repeat("ab", 32) }), `made with a model of mechanism "pca4" whose SHA-256 is abab`},
+		{edit(func(m map[string]any) { m["mechanism_sha256"] = "nope" }), `mechanism_sha256 "nope" is not a SHA-256 digest`},
+		{edit(func(m map[string]any) { delete(m, "eps_x"); delete(m, "rows") }), "lacks eps_x, rows"},
+		{edit(func(m map[string]any) { m["rows"] = 270 }), "has 269 rows, its metadata"},
+		{edit(func(m map[string]any) { m["k"] = 1 }), "a label released with k 1"},
+		{edit(func(m map[string]any) { m["mechanism"] = "nope" }), `mechanism "nope", which is not registered`},
+		{edit(func(m map[string]any) { m["randomiser"] = "gauss" }), `randomiser "gauss" is not one of laplace`},
+		{"", `has no key-value metadata "ldpsql.releases"`},
+	} {
+		bad := filepath.Join(f.dir, fmt.Sprintf("bad%d.parquet", i))
+		kv := "other: 'x'"
+		if tc.meta != "" {
+			kv = "'ldpsql.releases': " + duckString(tc.meta)
+		}
+		duck(t, "COPY (SELECT * FROM read_parquet(?)) TO "+duckString(bad)+" (FORMAT parquet, KV_METADATA {"+kv+"})", pq)
+		table := fmt.Sprintf("bad%d", i)
+		if out := failCLI(t, "import-releases", "--db", f.db, "--in", bad, "--table", table); !strings.Contains(out, tc.want) {
+			t.Errorf("Parquet %d: %s\nwant %q", i, out, tc.want)
+		}
+		if tc.meta != "" {
+			metaFile := filepath.Join(f.dir, fmt.Sprintf("bad%d.meta.json", i))
+			_ = os.WriteFile(metaFile, []byte(tc.meta), 0o644)
+			if out := failCLI(t, "import-releases", "--db", f.db, "--in", cv, "--meta", metaFile, "--table", table); !strings.Contains(out, tc.want) {
+				t.Errorf("CSV %d: %s\nwant %q", i, out, tc.want)
+			}
+		}
+	}
+	// The untouched files import, after all that, as the first tables.
+	mustCLI(t, "import-releases", "--db", f.db, "--in", pq, "--table", "ok_parquet")
+	mustCLI(t, "import-releases", "--db", f.db, "--in", cv, "--table", "ok_csv")
+	if out := mustCLI(t, "sql", "--db", f.db, "-e", "SHOW TABLES"); strings.Contains(out, "bad") || !strings.Contains(out, "ok_parquet") {
+		t.Errorf("tables after the refused imports:\n%s", out)
+	}
+	if out := failCLI(t, "import-releases", "--db", f.db, "--in", pq, "--meta", cv+".meta.json", "--table", "x"); !strings.Contains(out, "--meta: "+pq+" carries its metadata inside") {
+		t.Errorf("--meta with Parquet: %s", out)
+	}
+	// A bad row is refused before the table is made.
+	badRows := filepath.Join(f.dir, "badrow.parquet")
+	duck(t, "COPY (SELECT id, z, CASE WHEN id = 500 THEN 7 ELSE y END AS y FROM read_parquet(?)) TO "+duckString(badRows)+
+		" (FORMAT parquet, KV_METADATA {'ldpsql.releases': "+duckString(string(good))+"})", pq)
+	if out := failCLI(t, "import-releases", "--db", f.db, "--in", badRows, "--table", "badrow"); !strings.Contains(out, badRows+" row 200: label 7 is not a class 0..1") {
+		t.Errorf("a label out of range: %s", out)
+	}
+	if out := mustCLI(t, "sql", "--db", f.db, "-e", "SHOW TABLES"); strings.Contains(out, "badrow") {
+		t.Errorf("a table was made for refused rows:\n%s", out)
 	}
 }
 
