@@ -19,7 +19,8 @@ import (
 // (`ldpsql privatize`), all through the real binary: the releases have the mechanism's dimension and,
 // around the clean encodings, the Laplace noise's mean 0 and variance 2b² (b = 2l/ε); the label column
 // is released by k-RR (it keeps the label about e^ε/(e^ε + 1) of the time). A mechanism fitted on a
-// table the ledger protects is refused export without CDP, and exported with --public.
+// table the ledger protects is refused export without CDP, and exported with --public. The releases,
+// as CSV and as Parquet, imported on a running server, train a noise-aware classifier.
 func TestExportAndPrivatiseOnTheOwnersMachine(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "pub.duckdb")
@@ -129,34 +130,46 @@ func TestExportAndPrivatiseOnTheOwnersMachine(t *testing.T) {
 	if out := run(true, "import-releases", "--db", db, "--in", rel, "--meta", badMeta, "--table", "collected"); !strings.Contains(out, "a label released with k 1") {
 		t.Errorf("k = 1: %s", out)
 	}
-	// The releases, imported on a running server, train a classifier like an ldp_privatize table.
+	// The same rows released to Parquet: the metadata inside the file, no .meta.json beside it.
+	relPQ := filepath.Join(dir, "rel.parquet")
+	if out := run(false, "privatize", "--mechanism", file, "--eps", "20", "--id", "id", "--label", "y", "--k", "2", "--lambda", "0.5", "--in", in, "--out", relPQ); !strings.Contains(out, `rel.parquet's key-value metadata "ldpsql.releases"`) {
+		t.Errorf("privatize to Parquet: %s", out)
+	}
+	if _, err := os.Stat(relPQ + ".meta.json"); !os.IsNotExist(err) {
+		t.Errorf("a .meta.json beside the Parquet releases: %v", err)
+	}
+
+	// The releases, CSV and Parquet, imported on a running server, train a classifier like an
+	// ldp_privatize table.
 	srv := startServer(t, db)
-	out = run(false, "import-releases", "--addr", srv.addr, "--in", rel, "--table", "collected")
-	if !strings.Contains(out, "imported 269 releases") {
-		t.Fatalf("import: %s", out)
-	}
 	conn := srv.connect("root", "")
-	var job int64
-	if err := conn.QueryRow(`SELECT TRAIN_NOISY_CLASSIFIER('collected', '{"model": "clf", "seed": 1}')`).Scan(&job); err != nil {
-		t.Fatal(err)
-	}
-	for state := ""; state != "succeeded"; {
-		var msg string
-		if err := conn.QueryRow("SELECT state, COALESCE(error, '') FROM ldpsql_catalog.ldp_jobs WHERE id = ?", job).Scan(&state, &msg); err != nil {
+	for _, c := range []struct{ in, table string }{{rel, "collected"}, {relPQ, "collected_pq"}} {
+		out = run(false, "import-releases", "--addr", srv.addr, "--in", c.in, "--table", c.table)
+		if !strings.Contains(out, "imported 269 releases") {
+			t.Fatalf("import %s: %s", c.in, out)
+		}
+		var job int64
+		if err := conn.QueryRow(`SELECT TRAIN_NOISY_CLASSIFIER('` + c.table + `', '{"model": "clf_` + c.table + `", "seed": 1}')`).Scan(&job); err != nil {
 			t.Fatal(err)
 		}
-		if state == "failed" || state == "cancelled" {
-			t.Fatalf("classifier job %s: %s", state, msg)
+		for state := ""; state != "succeeded"; {
+			var msg string
+			if err := conn.QueryRow("SELECT state, COALESCE(error, '') FROM ldpsql_catalog.ldp_jobs WHERE id = ?", job).Scan(&state, &msg); err != nil {
+				t.Fatal(err)
+			}
+			if state == "failed" || state == "cancelled" {
+				t.Fatalf("classifier job %s: %s", state, msg)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	var acc, major float64
-	if err := conn.QueryRow("SELECT AVG(PREDICT('clf', f) = y), GREATEST(AVG(y), 1 - AVG(y)) FROM aux").Scan(&acc, &major); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("classifier on the imported client releases: %.3f on the clean aux rows (majority %.3f)", acc, major)
-	if !(acc > major+0.05) {
-		t.Errorf("accuracy %.3f, majority %.3f", acc, major)
+		var acc, major float64
+		if err := conn.QueryRow("SELECT AVG(PREDICT('clf_"+c.table+"', f) = y), GREATEST(AVG(y), 1 - AVG(y)) FROM aux").Scan(&acc, &major); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("classifier on the imported client releases (%s): %.3f on the clean aux rows (majority %.3f)", filepath.Base(c.in), acc, major)
+		if !(acc > major+0.05) {
+			t.Errorf("%s: accuracy %.3f, majority %.3f", c.in, acc, major)
+		}
 	}
 	srv.stop()
 

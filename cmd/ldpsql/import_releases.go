@@ -1,49 +1,39 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"strconv"
+	"strings"
 
+	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 	"github.com/ldpsql/ldpsql/udf"
 )
-
-// releaseMeta is what `ldpsql privatize` writes beside its releases (OUT.meta.json).
-type releaseMeta struct {
-	Mechanism  string  `json:"mechanism"`
-	SHA256     string  `json:"mechanism_sha256"`
-	Randomiser string  `json:"randomiser"`
-	Eps        float64 `json:"eps"`
-	EpsX       float64 `json:"eps_x"`
-	EpsY       float64 `json:"eps_y"`
-	K          int     `json:"k"`
-	Lambda     float64 `json:"lambda"`
-	Label      string  `json:"label"`
-	Rows       int     `json:"rows"`
-}
 
 // importReleasesCmd is `ldpsql import-releases`: releases made on data owners' machines become a table
 // like one ldp_privatize writes (the same metadata in its comment), so TRAIN_NOISY_CLASSIFIER and
 // PREDICT work on it.
 func importReleasesCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("import-releases", `Load releases made with ldpsql privatize (the CSV and its .meta.json) into a new table that
-TRAIN_NOISY_CLASSIFIER and PREDICT treat as an ldp_privatize table: columns id, features (the released
-vector) and the released label, and the release metadata in the table's comment. The mechanism must be
-registered here with the dimension the releases have; anything that does not match is an error and
-nothing is written.`,
+	fs := newFlagSet("import-releases", `Load releases made with ldpsql privatize into a new table that TRAIN_NOISY_CLASSIFIER and
+PREDICT treat as an ldp_privatize table: columns id, features (the released vector) and the released
+label, and the release metadata in the table's comment. The releases are a CSV file with its
+.meta.json, or a Parquet file with the metadata inside (by the extension, .csv or .parquet). The
+mechanism must be registered here with the model and the dimension the releases were made with, and
+the metadata must be what privatize writes (every key, ε split as λ·eps and (1 − λ)·eps, the row
+count); anything that does not match is an error and nothing is written.`,
 		`  ldpsql import-releases --db ./ldpsql.duckdb --in releases.csv --table collected
   ldpsql import-releases --addr 127.0.0.1:3306 --in releases.csv --meta releases.csv.meta.json --table collected
+  ldpsql import-releases --db ./ldpsql.duckdb --in releases.parquet --table collected
 `, stderr)
 	tgt := addTargetFlags(fs, "DuckDB file")
-	in := fs.String("in", "", "the releases CSV")
-	metaPath := fs.String("meta", "", "its metadata (default IN.meta.json)")
+	in := fs.String("in", "", "the releases, .csv or .parquet")
+	metaPath := fs.String("meta", "", "a CSV file's metadata (default IN.meta.json; a Parquet file carries its own)")
 	table := fs.String("table", "", "table to create")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,24 +42,31 @@ nothing is written.`,
 		fs.Usage()
 		return errors.New("--in and --table are required")
 	}
-	if *metaPath == "" {
-		*metaPath = *in + ".meta.json"
+	format, err := rowfile.FormatOf(*in)
+	if err != nil {
+		return fmt.Errorf("--in: %w", err)
 	}
-	raw, err := os.ReadFile(*metaPath)
+	if *metaPath != "" && format == rowfile.Parquet {
+		return fmt.Errorf("--meta: %s carries its metadata inside (%s); --meta is for a CSV file's", *in, rowfile.MetadataAt(*in))
+	}
+	src, err := rowfile.Open(*in)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	var raw []byte
+	from := *metaPath
+	if from != "" {
+		raw, err = os.ReadFile(from)
+	} else {
+		raw, from, err = src.Metadata()
+	}
 	if err != nil {
 		return fmt.Errorf("the releases' metadata: %w", err)
 	}
-	var meta releaseMeta
-	if err := json.Unmarshal(raw, &meta); err != nil {
-		return fmt.Errorf("%s: %w", *metaPath, err)
-	}
-	switch {
-	case meta.Mechanism == "":
-		return fmt.Errorf("%s names no mechanism", *metaPath)
-	case !(meta.EpsX > 0) || meta.EpsX > 64 || math.IsInf(meta.Eps, 0):
-		return fmt.Errorf("%s: eps_x %v is not a release ε", *metaPath, meta.EpsX)
-	case meta.Label != "" && (meta.K < 2 || !(meta.EpsY > 0) || !(meta.Lambda > 0 && meta.Lambda < 1)):
-		return fmt.Errorf("%s: a label released with k %d, eps_y %v, lambda %v", *metaPath, meta.K, meta.EpsY, meta.Lambda)
+	meta, err := parseReleaseMeta(raw, from)
+	if err != nil {
+		return err
 	}
 	ctx := context.Background()
 	s, err := tgt.open(ctx)
@@ -77,7 +74,8 @@ nothing is written.`,
 		return err
 	}
 	defer s.close()
-	r, err := queryAll(ctx, s, fmt.Sprintf("SELECT description FROM ldpsql_catalog.ldp_mechanisms WHERE name = %s", sqlQuote(meta.Mechanism)))
+	r, err := queryAll(ctx, s, fmt.Sprintf("SELECT k.description, SHA2(m.artifact, 256) FROM ldpsql_catalog.ldp_mechanisms k "+
+		"LEFT JOIN ldpsql_catalog.ldp_models m ON m.name = k.model WHERE k.name = %s", sqlQuote(meta.Mechanism)))
 	if err != nil {
 		return err
 	}
@@ -85,79 +83,40 @@ nothing is written.`,
 		return fmt.Errorf("the releases were made with mechanism %q, which is not registered here", meta.Mechanism)
 	}
 	var desc sdk.Description
-	dj, _ := r.rows[0][0].(string)
-	if b, ok := r.rows[0][0].([]byte); ok {
-		dj = string(b)
-	}
-	if err := json.Unmarshal([]byte(dj), &desc); err != nil {
+	if err := json.Unmarshal([]byte(stringValue(r.rows[0][0])), &desc); err != nil {
 		return fmt.Errorf("mechanism %q: its description: %w", meta.Mechanism, err)
+	}
+	// The name alone could be a mechanism refitted since the releases were made, with another model.
+	if model := strings.ToLower(stringValue(r.rows[0][1])); model != meta.ModelSHA {
+		return fmt.Errorf("the releases were made with a model of mechanism %q whose SHA-256 is %s (%s), but the model registered here under that name has %s: "+
+			"release with a file exported from this server's mechanism (ldpsql mechanisms export)", meta.Mechanism, meta.ModelSHA, from, cmp.Or(model, "none"))
 	}
 	set := desc.OutputSet.Describe()
 
-	f, err := os.Open(*in)
+	// Every row is checked before the table is made, so that bad input writes nothing; then the file
+	// is read again into the table, so that memory does not grow with it.
+	rr, err := newReleaseReader(src, *in, meta, desc.OutputDim)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	cr := csv.NewReader(f)
-	header, err := cr.Read()
-	if err != nil {
-		return fmt.Errorf("%s: %w", *in, err)
-	}
-	zAt, idAt, labelAt := []int{}, -1, -1
-	for i, h := range header {
-		switch {
-		case h == fmt.Sprintf("z%d", len(zAt)+1):
-			zAt = append(zAt, i)
-		case h == meta.Label && meta.Label != "":
-			labelAt = i
-		case idAt < 0:
-			idAt = i
-		default:
-			return fmt.Errorf("%s: unexpected column %q (want an id, z1..z%d and the label %q)", *in, h, desc.OutputDim, meta.Label)
-		}
-	}
-	if len(zAt) != desc.OutputDim {
-		return fmt.Errorf("%s has %d released values per row, mechanism %q releases %d", *in, len(zAt), meta.Mechanism, desc.OutputDim)
-	}
-	if meta.Label != "" && labelAt < 0 {
-		return fmt.Errorf("%s has no label column %q, which its metadata names", *in, meta.Label)
-	}
-	var rows [][]any
-	for line := 2; ; line++ {
-		rec, err := cr.Read()
-		if err == io.EOF {
+	rows := 0
+	for ; ; rows++ {
+		if _, err := rr.next(); err == io.EOF {
 			break
+		} else if err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", *in, err)
-		}
-		z := make([]float32, len(zAt))
-		for j, c := range zAt {
-			v, err := strconv.ParseFloat(rec[c], 64)
-			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-				return fmt.Errorf("%s line %d: %s = %q is not a finite number", *in, line, header[c], rec[c])
-			}
-			z[j] = float32(v)
-		}
-		id := int64(line - 1)
-		if idAt >= 0 {
-			if id, err = strconv.ParseInt(rec[idAt], 10, 64); err != nil {
-				return fmt.Errorf("%s line %d: id %q is not an integer", *in, line, rec[idAt])
-			}
-		}
-		row := []any{id, udf.PackVector(z)}
-		if labelAt >= 0 {
-			y, err := strconv.Atoi(rec[labelAt])
-			if err != nil || y < 0 || y >= meta.K {
-				return fmt.Errorf("%s line %d: label %q is not a class 0..%d", *in, line, rec[labelAt], meta.K-1)
-			}
-			row = append(row, int64(y))
-		}
-		rows = append(rows, row)
 	}
-	if meta.Rows != 0 && meta.Rows != len(rows) {
-		return fmt.Errorf("%s has %d rows, its metadata %d", *in, len(rows), meta.Rows)
+	if rows != meta.Rows {
+		return fmt.Errorf("%s has %d rows, its metadata (%s) %d", *in, rows, from, meta.Rows)
+	}
+	again, err := rowfile.Open(*in)
+	if err != nil {
+		return err
+	}
+	defer again.Close()
+	if rr, err = newReleaseReader(again, *in, meta, desc.OutputDim); err != nil {
+		return err
 	}
 	lambda := meta.Lambda
 	if meta.Label == "" {
@@ -176,14 +135,19 @@ nothing is written.`,
 	if _, err := queryAll(ctx, s, fmt.Sprintf("CREATE TABLE %s (%s) COMMENT=%s", quoteTable(*table), defs, sqlQuote(string(comment)))); err != nil {
 		return err
 	}
-	i := 0
 	n, err := s.insertRows(ctx, *table, cols, func() ([][]any, error) {
-		if i >= len(rows) {
-			return nil, nil // the end
+		var batch [][]any
+		for len(batch) < 1000 {
+			row, err := rr.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			batch = append(batch, row)
 		}
-		b := rows[i:min(len(rows), i+1000)]
-		i += len(b)
-		return b, nil
+		return batch, nil // nil at the end
 	})
 	if err != nil {
 		_, _ = queryAll(ctx, s, "DROP TABLE "+quoteTable(*table))
@@ -192,4 +156,92 @@ nothing is written.`,
 	fmt.Fprintf(stdout, "imported %d releases of mechanism %q into %s (ε_x %g%s)\n", n, meta.Mechanism, *table, meta.EpsX,
 		map[bool]string{true: fmt.Sprintf(", label by %d-RR at ε_y %g", meta.K, meta.EpsY), false: ""}[meta.Label != ""])
 	return s.close()
+}
+
+// releaseReader reads a release file's rows as rows of the imported table (id, features, label),
+// checking each: the release's dimension, finite values, an integer id, a label among the classes.
+type releaseReader struct {
+	src     rowfile.Source
+	cols    []rowfile.Column
+	meta    releaseMeta
+	dim     int
+	zAt     []int // z1..zd, one value each; or
+	zList   int   // one list column z
+	idAt    int   // or -1: the row number is the id
+	labelAt int
+	n       int64 // rows read
+}
+
+// newReleaseReader finds the columns of a release file (in, read from src): an id, the release as
+// z1..zd or as one list column z, and the label its metadata names.
+func newReleaseReader(src rowfile.Source, in string, meta releaseMeta, dim int) (*releaseReader, error) {
+	r := &releaseReader{src: src, cols: src.Columns(), meta: meta, dim: dim, zList: -1, idAt: -1, labelAt: -1}
+	for i, c := range r.cols {
+		switch {
+		case c.Kind == rowfile.KindVector && c.Name == "z" && len(r.zAt) == 0 && r.zList < 0:
+			r.zList = i
+		case c.Kind == rowfile.KindScalar && c.Name == fmt.Sprintf("z%d", len(r.zAt)+1) && r.zList < 0:
+			r.zAt = append(r.zAt, i)
+		case c.Kind == rowfile.KindScalar && c.Name == meta.Label && meta.Label != "":
+			r.labelAt = i
+		case c.Kind == rowfile.KindScalar && r.idAt < 0:
+			r.idAt = i
+		default:
+			return nil, fmt.Errorf("%s: unexpected column %q (want an id, the release as z1..z%d or as one list column z, and the label %q)", in, c.Name, dim, meta.Label)
+		}
+	}
+	if r.zList < 0 && len(r.zAt) != dim {
+		return nil, fmt.Errorf("%s has %d released values per row, mechanism %q releases %d", in, len(r.zAt), meta.Mechanism, dim)
+	}
+	if meta.Label != "" && r.labelAt < 0 {
+		return nil, fmt.Errorf("%s has no label column %q, which its metadata names", in, meta.Label)
+	}
+	return r, nil
+}
+
+// next returns the next row for the table, io.EOF after the last.
+func (r *releaseReader) next() ([]any, error) {
+	cells, err := r.src.Next()
+	if err != nil {
+		return nil, err
+	}
+	r.n++
+	at := r.src.Where()
+	z := make([]float32, 0, r.dim)
+	if r.zList >= 0 {
+		if z, err = rowfile.Floats(z, cells[r.zList]); err != nil {
+			return nil, fmt.Errorf("%s: z: %w", at, err)
+		}
+		if len(z) != r.dim {
+			return nil, fmt.Errorf("%s has %d released values, mechanism %q releases %d", at, len(z), r.meta.Mechanism, r.dim)
+		}
+	} else {
+		for _, c := range r.zAt {
+			v, err := rowfile.Float32(cells[c])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s: %w", at, r.cols[c].Name, err)
+			}
+			z = append(z, v)
+		}
+	}
+	for j, v := range z {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("%s: released value %d, %v, is not a finite number", at, j+1, v)
+		}
+	}
+	id := r.n
+	if r.idAt >= 0 {
+		if id, err = rowfile.Int(cells[r.idAt]); err != nil {
+			return nil, fmt.Errorf("%s: id %s is not an integer", at, rowfile.Show(cells[r.idAt]))
+		}
+	}
+	row := []any{id, udf.PackVector(z)}
+	if r.labelAt >= 0 {
+		y, err := rowfile.Int(cells[r.labelAt])
+		if err != nil || y < 0 || y >= int64(r.meta.K) {
+			return nil, fmt.Errorf("%s: label %s is not a class 0..%d", at, rowfile.Show(cells[r.labelAt]), r.meta.K-1)
+		}
+		row = append(row, y)
+	}
+	return row, nil
 }

@@ -32,8 +32,8 @@ Commands:
   train     train a mechanism's encoder (VLM) as a job, with a progress bar
   mechanisms compare mechanisms' diagnostics on an auxiliary table (mechanisms compare --table aux pca vlm);
             mechanisms export NAME --out NAME.ldpm writes a mechanism as a file data owners privatise with
-  privatize release a CSV's rows on this machine with a mechanism file (privatize --mechanism m.ldpm --eps 4 --in rows.csv --out rel.csv)
-  import-releases load such releases into a table TRAIN_NOISY_CLASSIFIER trains on (import-releases --in rel.csv --table t)
+  privatize release rows (CSV or Parquet) on this machine with a mechanism file (privatize --mechanism m.ldpm --eps 4 --in rows.parquet --out rel.parquet)
+  import-releases load such releases into a table TRAIN_NOISY_CLASSIFIER trains on (import-releases --in rel.csv|rel.parquet --table t)
   audit     estimate a randomiser's privacy loss from samples and test it against its ε (audit krr --eps 1)
   repro     reproduce an experiment end to end (repro data-collection --dataset fashion-mnist)
   version   print the version

@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ldpsql/ldpsql/client"
-	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 )
 
@@ -119,156 +115,4 @@ that table public (a DBA's decision, recorded in the file).`,
 	}
 	fmt.Fprintf(stdout, "wrote %s: mechanism %q (%s, %d → %d values, %s)\n", *out, name, plugin, desc.InputDim, desc.OutputDim, set.Kind)
 	return s.close()
-}
-
-// privatizeCmd is `ldpsql privatize`: a data owner's rows, released with a published mechanism file on
-// their own machine.
-func privatizeCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("privatize", `Privatise rows on this machine with a published mechanism file (.ldpm, from ldpsql mechanisms
-export): each row of the input CSV is encoded, clipped into the mechanism's declared set and released
-with the randomiser's noise at eps; with --label the label is released by k-ary randomised response
-and the budget split as in ldp_privatize (features (λ·eps), label ((1−λ)·eps)). Only the output file
-need leave the machine. The noise comes from crypto/rand. Writes the releases as CSV (id, z1..zd,
-label) and OUT.meta.json with what they were released with.`,
-		`  ldpsql privatize --mechanism vlm_cdp.ldpm --eps 4 --in rows.csv --out releases.csv
-  ldpsql privatize --mechanism my_pca.ldpm --eps 8 --label y --k 10 --lambda 0.7 --id id --in rows.csv --out releases.csv
-`, stderr)
-	mechPath := fs.String("mechanism", "", "mechanism file (.ldpm)")
-	eps := fs.Float64("eps", 0, "total ε of each row's release")
-	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "laplace, duchi or privunit")
-	in := fs.String("in", "", "input CSV with a header: the feature columns (and the --id and --label columns)")
-	out := fs.String("out", "", "output CSV")
-	idCol := fs.String("id", "", "a column copied to the output as it is (a row id; never privatised)")
-	labelCol := fs.String("label", "", "a label column (integers 0..k−1), released by k-RR")
-	k := fs.Int("k", 2, "label classes")
-	lambda := fs.Float64("lambda", 0.7, "share of eps for the features when --label is given")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *mechPath == "" || *in == "" || *out == "" || !(*eps > 0) {
-		fs.Usage()
-		return errors.New("--mechanism, --eps, --in and --out are required")
-	}
-	raw, err := os.ReadFile(*mechPath)
-	if err != nil {
-		return err
-	}
-	m, err := client.Load(raw)
-	if err != nil {
-		return err
-	}
-	epsX, epsY := *eps, 0.0
-	var krr *mechanisms.KRR
-	if *labelCol != "" {
-		if !(*lambda > 0 && *lambda < 1) {
-			return fmt.Errorf("--lambda %v: want 0 < λ < 1", *lambda)
-		}
-		epsX, epsY = *lambda**eps, (1-*lambda)**eps
-		if krr, err = mechanisms.NewKRR(epsY, *k); err != nil {
-			return fmt.Errorf("--label: %w", err)
-		}
-	}
-	f, err := os.Open(*in)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	cr := csv.NewReader(f)
-	header, err := cr.Read()
-	if err != nil {
-		return fmt.Errorf("%s: reading the header: %w", *in, err)
-	}
-	idAt, labelAt := slices.Index(header, *idCol), slices.Index(header, *labelCol)
-	if *idCol != "" && idAt < 0 {
-		return fmt.Errorf("%s has no column %q (columns: %s)", *in, *idCol, strings.Join(header, ", "))
-	}
-	if *labelCol != "" && labelAt < 0 {
-		return fmt.Errorf("%s has no column %q (columns: %s)", *in, *labelCol, strings.Join(header, ", "))
-	}
-	var featureAt []int
-	for i := range header {
-		if i != idAt && i != labelAt {
-			featureAt = append(featureAt, i)
-		}
-	}
-	if len(featureAt) != m.File.InputDim {
-		return fmt.Errorf("%s has %d feature columns, mechanism %q takes %d", *in, len(featureAt), m.File.Name, m.File.InputDim)
-	}
-	var rows [][]float32
-	var ids []string
-	var labels []int
-	for line := 2; ; line++ {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", *in, err)
-		}
-		x := make([]float32, len(featureAt))
-		for j, c := range featureAt {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rec[c]), 32)
-			if err != nil {
-				return fmt.Errorf("%s line %d, column %s: %q is not a number", *in, line, header[c], rec[c])
-			}
-			x[j] = float32(v)
-		}
-		rows = append(rows, x)
-		if idAt >= 0 {
-			ids = append(ids, rec[idAt])
-		}
-		if labelAt >= 0 {
-			y, err := strconv.Atoi(strings.TrimSpace(rec[labelAt]))
-			if err != nil || y < 0 || y >= *k {
-				return fmt.Errorf("%s line %d: label %q is not a class 0..%d", *in, line, rec[labelAt], *k-1)
-			}
-			labels = append(labels, y)
-		}
-	}
-	src := mechanisms.NewCryptoSource()
-	rel, err := m.Privatise(rows, *randomiser, epsX, src)
-	if err != nil {
-		return err
-	}
-	var b strings.Builder
-	w := csv.NewWriter(&b)
-	head := []string{}
-	if idAt >= 0 {
-		head = append(head, *idCol)
-	}
-	for j := range m.File.OutputDim {
-		head = append(head, fmt.Sprintf("z%d", j+1))
-	}
-	if labelAt >= 0 {
-		head = append(head, *labelCol)
-	}
-	_ = w.Write(head)
-	for i, z := range rel {
-		rec := []string{}
-		if idAt >= 0 {
-			rec = append(rec, ids[i])
-		}
-		for _, v := range z {
-			rec = append(rec, strconv.FormatFloat(float64(float32(v)), 'g', -1, 32))
-		}
-		if labelAt >= 0 {
-			y, err := krr.Randomise(labels[i], src)
-			if err != nil {
-				return err
-			}
-			rec = append(rec, strconv.Itoa(y))
-		}
-		_ = w.Write(rec)
-	}
-	w.Flush()
-	if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
-		return err
-	}
-	meta, _ := json.MarshalIndent(map[string]any{"mechanism": m.File.Name, "mechanism_sha256": m.File.SHA256, "randomiser": *randomiser,
-		"eps": *eps, "eps_x": epsX, "eps_y": epsY, "k": *k, "lambda": *lambda, "label": *labelCol, "rows": len(rel), "released_at": time.Now().UTC()}, "", "  ")
-	if err := os.WriteFile(*out+".meta.json", meta, 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %g, label %g): %s, %s.meta.json\n", len(rel), m.File.Name, *eps, epsX, epsY, *out, *out)
-	return nil
 }

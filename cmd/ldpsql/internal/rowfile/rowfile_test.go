@@ -1,0 +1,297 @@
+package rowfile
+
+import (
+	"database/sql"
+	"errors"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func readAll(t *testing.T, path string) ([]Column, [][]any, Source) {
+	t.Helper()
+	src, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	var rows [][]any
+	for {
+		r, err := src.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r)
+	}
+	return src.Columns(), rows, src
+}
+
+func TestFormatOf(t *testing.T) {
+	for path, want := range map[string]Format{"a.csv": CSV, "dir.x/A.CSV": CSV, "r.parquet": Parquet, "r.Parquet": Parquet} {
+		if f, err := FormatOf(path); err != nil || f != want {
+			t.Errorf("%s: %v %v, want %v", path, f, err, want)
+		}
+	}
+	for path, want := range map[string]string{"rows.txt": `rows.txt: unknown extension ".txt": name it .csv or .parquet`, "rows": "rows has no extension"} {
+		if _, err := FormatOf(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", path, err, want)
+		}
+		if _, err := Create(filepath.Join(t.TempDir(), path), nil); err == nil {
+			t.Errorf("Create(%s) succeeded", path)
+		}
+	}
+}
+
+// The CSV sink writes exactly what `ldpsql privatize` wrote before it had one: id as given, each
+// released value as the shortest text of its float32, the label; the metadata in FILE.meta.json.
+func TestCSVSink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rel.csv")
+	s, err := Create(path, []Column{{Name: "id", Kind: KindScalar}, {Name: "z", Kind: KindVector, Width: 3}, {Name: "y", Kind: KindInt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range [][]any{{"a,1", []float32{0.1, -2.5e-8, 3}, 1}, {"2", []float32{float32(math.Pi), 1e30, 0}, 0}} {
+		if err := s.Write(r...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Write("3", []float32{1, 2}, 0); err == nil {
+		t.Error("a vector of the wrong width was written")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the file exists before Finish: %v", err)
+	}
+	if err := s.Finish([]byte(`{"k": 2}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if want := "id,z1,z2,z3,y\n\"a,1\",0.1,-2.5e-08,3,1\n2,3.1415927,1e+30,0,0\n"; string(got) != want {
+		t.Errorf("CSV:\n%s\nwant\n%s", got, want)
+	}
+	if meta, _ := os.ReadFile(path + ".meta.json"); string(meta) != `{"k": 2}` {
+		t.Errorf("metadata %q", meta)
+	}
+	if _, err := os.Stat(path + ".partial"); !os.IsNotExist(err) {
+		t.Errorf("the partial file is left: %v", err)
+	}
+	// Discard leaves nothing.
+	other := filepath.Join(dir, "other.csv")
+	s, _ = Create(other, []Column{{Name: "id", Kind: KindScalar}})
+	_ = s.Write("1")
+	s.Discard()
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("after Discard the directory holds %d files", len(ents))
+	}
+	if _, err := Create(filepath.Join(dir, "x.csv"), []Column{{Name: "z1", Kind: KindScalar}, {Name: "z", Kind: KindVector, Width: 2}}); err == nil || !strings.Contains(err.Error(), `two columns called "z1"`) {
+		t.Errorf("clashing names: %v", err)
+	}
+}
+
+func TestCSVSource(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows.csv")
+	_ = os.WriteFile(path, []byte("id,note,x\n1,\"two\nlines\",1.5\n2,b, 7 \n3,c\n"), 0o644)
+	src, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if cols := src.Columns(); len(cols) != 3 || cols[2] != (Column{Name: "x", Kind: KindScalar}) {
+		t.Fatalf("columns %v", cols)
+	}
+	r, _ := src.Next()
+	if x, err := Float32(r[2]); err != nil || x != 1.5 || r[1] != "two\nlines" || src.Where() != path+" line 2" {
+		t.Errorf("row 1: %v %v %v at %s", r, x, err, src.Where())
+	}
+	r, _ = src.Next()
+	if x, err := Int(r[2]); err != nil || x != 7 || src.Where() != path+" line 4" {
+		t.Errorf("row 2: %v %v %v at %s", r, x, err, src.Where())
+	}
+	if _, err := src.Next(); err == nil || !strings.Contains(err.Error(), "wrong number of fields") {
+		t.Errorf("a short row: %v", err)
+	}
+	if _, from, err := src.Metadata(); from != path+".meta.json" || !os.IsNotExist(err) {
+		t.Errorf("missing metadata: %s %v", from, err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.csv")
+	_ = os.WriteFile(empty, nil, 0o644)
+	if _, err := Open(empty); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Errorf("an empty file: %v", err)
+	}
+}
+
+// Releases written to Parquet read back as written, with their metadata byte for byte; an id column
+// of plain integers becomes BIGINT, any other VARCHAR.
+func TestParquetRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	meta := []byte("{\n  \"label\": \"it's a \\\"y\\\" \\\\ ε\"\n}")
+	for _, tc := range []struct {
+		ids    []string
+		idType string
+		idRead []any
+	}{
+		{[]string{"1", "-20", "300"}, "BIGINT", []any{int64(1), int64(-20), int64(300)}},
+		{[]string{"1", "007", "x"}, "VARCHAR", []any{"1", "007", "x"}},
+	} {
+		path := filepath.Join(dir, "rel_"+tc.idType+".parquet")
+		s, err := Create(path, []Column{{Name: "id", Kind: KindScalar}, {Name: "z", Kind: KindVector, Width: 2}, {Name: "it's y", Kind: KindInt}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		zs := [][]float32{{0.1, -1}, {float32(math.Pi), 1e-30}, {0, 5}}
+		for i, id := range tc.ids {
+			if err := s.Write(id, zs[i], i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Errorf("the file exists before Finish: %v", err)
+		}
+		if err := s.Finish(meta); err != nil {
+			t.Fatal(err)
+		}
+		cols, rows, src := readAll(t, path)
+		if want := []Column{{Name: "id"}, {Name: "z", Kind: KindVector}, {Name: "it's y"}}; !reflect.DeepEqual(cols, want) {
+			t.Errorf("columns %v, want %v", cols, want)
+		}
+		if len(rows) != 3 {
+			t.Fatalf("%d rows", len(rows))
+		}
+		for i, r := range rows {
+			z, err := Floats(nil, r[1])
+			if r[0] != tc.idRead[i] || err != nil || !reflect.DeepEqual(z, zs[i]) || r[2] != int32(i) {
+				t.Errorf("row %d: %#v (%v)", i, r, err)
+			}
+		}
+		if src.Where() != path+" row 3" {
+			t.Errorf("Where: %s", src.Where())
+		}
+		got, from, err := src.Metadata()
+		if err != nil || string(got) != string(meta) || !strings.Contains(from, `key-value metadata "ldpsql.releases"`) {
+			t.Errorf("metadata %q from %s, %v", got, from, err)
+		}
+		db, _ := sql.Open("duckdb", "")
+		var typ string
+		if err := db.QueryRow("SELECT column_type FROM (DESCRIBE SELECT * FROM read_parquet(?)) WHERE column_name = 'id'", path).Scan(&typ); err != nil || typ != tc.idType {
+			t.Errorf("id column %s (%v), want %s", typ, err, tc.idType)
+		}
+		db.Close()
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("%d files left in %s", len(ents), dir)
+	}
+	// No releases metadata: an error that names the key.
+	db, _ := sql.Open("duckdb", "")
+	defer db.Close()
+	plain := filepath.Join(dir, "plain.parquet")
+	if _, err := db.Exec("COPY (SELECT 1 AS a) TO " + sqlString(plain) + " (FORMAT parquet, KV_METADATA {other: 'x'})"); err != nil {
+		t.Fatal(err)
+	}
+	src, err := Open(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if _, _, err := src.Metadata(); err == nil || !strings.Contains(err.Error(), `no key-value metadata "ldpsql.releases" (it has other)`) {
+		t.Errorf("no metadata: %v", err)
+	}
+	if _, err := Open(filepath.Join(dir, "missing.parquet")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
+	if _, err := Open(filepath.Join(dir, "rows-*.parquet")); err == nil || !strings.Contains(err.Error(), "read as a pattern") {
+		t.Errorf("a pattern: %v", err)
+	}
+}
+
+// A file of many row groups is read in ranges (several for one row group when rangeBytes is small),
+// every row once, in order.
+func TestParquetRanges(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows.parquet")
+	db, _ := sql.Open("duckdb", "")
+	defer db.Close()
+	const n = 20000
+	if _, err := db.Exec("COPY (SELECT i AS id, [i, i + 0.5]::DOUBLE[] AS f, i % 3 AS y FROM range(" + "20000" + ") r(i)) TO " +
+		sqlString(path) + " (FORMAT parquet, ROW_GROUP_SIZE 4096)"); err != nil {
+		t.Fatal(err)
+	}
+	var groups int
+	if err := db.QueryRow("SELECT count(DISTINCT row_group_id) FROM parquet_metadata(?)", path).Scan(&groups); err != nil || groups < 2 {
+		t.Fatalf("%d row groups (%v); the test wants several", groups, err)
+	}
+	for _, limit := range []int64{rangeBytes, 10 << 10} {
+		saved := rangeBytes
+		rangeBytes = limit
+		src, err := openParquet(path)
+		rangeBytes = saved
+		if err != nil {
+			t.Fatal(err)
+		}
+		if limit < saved && len(src.ranges) <= groups {
+			t.Errorf("%d ranges for %d row groups at %d bytes a range", len(src.ranges), groups, limit)
+		}
+		i := int64(0)
+		for ; ; i++ {
+			r, err := src.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := Floats(nil, r[1])
+			y, _ := Int(r[2])
+			if id, _ := Int(r[0]); id != i || err != nil || len(f) != 2 || f[1] != float32(i)+0.5 || y != i%3 {
+				t.Fatalf("row %d: %v", i, r)
+			}
+		}
+		src.Close()
+		if i != n {
+			t.Errorf("%d rows, want %d", i, n)
+		}
+	}
+}
+
+func TestCells(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		f    float32
+		ferr string
+		i    int64
+		ierr string
+	}{
+		{" 2.5 ", 2.5, "", 0, `" 2.5 " is not an integer`},
+		{"7", 7, "", 7, ""},
+		{"", 0, `"" is not a number`, 0, `"" is not an integer`},
+		{nil, 0, "NULL is not a number", 0, "NULL is not an integer"},
+		{int32(-3), -3, "", -3, ""},
+		{uint64(math.MaxUint64), math.MaxUint64, "", 0, "is not an integer"},
+		{3.0, 3, "", 3, ""},
+		{3.5, 3.5, "", 0, "3.5 is not an integer"},
+		{[]any{1.0}, 0, "[1] is not a number", 0, "is not an integer"},
+	} {
+		f, err := Float32(tc.v)
+		if (tc.ferr == "" && (err != nil || f != tc.f)) || (tc.ferr != "" && (err == nil || !strings.Contains(err.Error(), tc.ferr))) {
+			t.Errorf("Float32(%#v) = %v, %v", tc.v, f, err)
+		}
+		i, err := Int(tc.v)
+		if (tc.ierr == "" && (err != nil || i != tc.i)) || (tc.ierr != "" && (err == nil || !strings.Contains(err.Error(), tc.ierr))) {
+			t.Errorf("Int(%#v) = %v, %v", tc.v, i, err)
+		}
+	}
+	if f, err := Floats([]float32{9}, []any{float32(1), int64(2), "3"}); err != nil || !reflect.DeepEqual(f, []float32{9, 1, 2, 3}) {
+		t.Errorf("Floats: %v %v", f, err)
+	}
+	if _, err := Floats(nil, []any{1.0, nil}); err == nil || err.Error() != "element 2: NULL is not a number" {
+		t.Errorf("Floats with a NULL: %v", err)
+	}
+	if Text(int64(12)) != "12" || Text(float32(0.1)) != "0.1" || Text(nil) != "" {
+		t.Errorf("Text: %q %q %q", Text(int64(12)), Text(float32(0.1)), Text(nil))
+	}
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ldpsql/ldpsql/client"
+	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
+	"github.com/ldpsql/ldpsql/mechanisms"
+)
+
+// testNoiseSeed, set by tests only, replaces crypto/rand as the releases' noise so that a test can
+// compare the releases of the same rows read from CSV and from Parquet. Nil outside tests.
+var testNoiseSeed *uint64
+
+// privatizeBatch rows are encoded and released at a time: enough for the encoder's matrix products,
+// few enough that memory does not grow with the input. A variable so that a test can make it small.
+var privatizeBatch = 4096
+
+// privatizeCmd is `ldpsql privatize`: a data owner's rows, released with a published mechanism file on
+// their own machine.
+func privatizeCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("privatize", `Privatise rows on this machine with a published mechanism file (.ldpm, from ldpsql mechanisms
+export): each input row is encoded, clipped into the mechanism's declared set and released with the
+randomiser's noise at eps; with --label the label is released by k-ary randomised response and the
+budget split as in ldp_privatize (features (λ·eps), label ((1−λ)·eps)). Only the output file need
+leave the machine. The noise comes from crypto/rand.
+
+--in and --out are CSV or Parquet, by their extension (.csv, .parquet), in any mix. Input: every
+column but --id and --label is a feature, in order; in Parquet a list column (LIST of numbers) holds
+several, e.g. one column with the whole vector. Output: CSV with columns id, z1..zd, label and
+OUT.meta.json beside it with what the releases were made with; or Parquet with columns id (BIGINT if
+every id is an integer, else VARCHAR), z (LIST<FLOAT>, d values) and the label (INTEGER), and the same
+metadata as JSON in its key-value metadata under "ldpsql.releases".`,
+		`  ldpsql privatize --mechanism vlm_cdp.ldpm --eps 4 --in rows.csv --out releases.csv
+  ldpsql privatize --mechanism my_pca.ldpm --eps 8 --label y --k 10 --lambda 0.7 --id id --in rows.csv --out releases.csv
+  ldpsql privatize --mechanism my_pca.ldpm --eps 8 --label y --k 10 --id id --in rows.parquet --out releases.parquet
+`, stderr)
+	mechPath := fs.String("mechanism", "", "mechanism file (.ldpm)")
+	eps := fs.Float64("eps", 0, "total ε of each row's release")
+	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "laplace, duchi or privunit")
+	in := fs.String("in", "", "input rows, .csv (with a header) or .parquet: the features (and the --id and --label columns)")
+	out := fs.String("out", "", "output releases, .csv (and OUT.meta.json) or .parquet")
+	idCol := fs.String("id", "", "a column copied to the output as it is (a row id; never privatised)")
+	labelCol := fs.String("label", "", "a label column (integers 0..k−1), released by k-RR")
+	k := fs.Int("k", 2, "label classes")
+	lambda := fs.Float64("lambda", 0.7, "share of eps for the features when --label is given")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *mechPath == "" || *in == "" || *out == "" || !(*eps > 0) {
+		fs.Usage()
+		return errors.New("--mechanism, --eps, --in and --out are required")
+	}
+	if _, err := rowfile.FormatOf(*in); err != nil {
+		return fmt.Errorf("--in: %w", err)
+	}
+	if _, err := rowfile.FormatOf(*out); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if !slices.Contains(mechanisms.RandomiserNames(), *randomiser) {
+		return fmt.Errorf("--randomiser %q: want one of %s", *randomiser, strings.Join(mechanisms.RandomiserNames(), ", "))
+	}
+	raw, err := os.ReadFile(*mechPath)
+	if err != nil {
+		return err
+	}
+	m, err := client.Load(raw)
+	if err != nil {
+		return err
+	}
+	epsX, epsY := *eps, 0.0
+	var krr *mechanisms.KRR
+	if *labelCol != "" {
+		if !(*lambda > 0 && *lambda < 1) {
+			return fmt.Errorf("--lambda %v: want 0 < λ < 1", *lambda)
+		}
+		epsX, epsY = *lambda**eps, (1-*lambda)**eps
+		if krr, err = mechanisms.NewKRR(epsY, *k); err != nil {
+			return fmt.Errorf("--label: %w", err)
+		}
+	}
+	if epsX < mechanisms.MinEpsilon || epsX > mechanisms.MaxEpsilon {
+		return fmt.Errorf("--eps %v: the features' ε %v is outside [2⁻⁵⁰, %v]", *eps, epsX, mechanisms.MaxEpsilon)
+	}
+
+	src, err := rowfile.Open(*in)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	cols := src.Columns()
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	idAt, labelAt := slices.Index(names, *idCol), slices.Index(names, *labelCol)
+	for _, c := range []struct {
+		flag, name string
+		at         int
+	}{{"--id", *idCol, idAt}, {"--label", *labelCol, labelAt}} {
+		switch {
+		case c.name != "" && c.at < 0:
+			return fmt.Errorf("%s has no column %q (columns: %s)", *in, c.name, strings.Join(names, ", "))
+		case c.name != "" && cols[c.at].Kind == rowfile.KindVector:
+			return fmt.Errorf("%s %s: %s's column %q is a list, not one value", c.flag, c.name, *in, c.name)
+		}
+	}
+	var featureAt []int
+	lists := false
+	for i, c := range cols {
+		if i != idAt && i != labelAt {
+			featureAt = append(featureAt, i)
+			lists = lists || c.Kind == rowfile.KindVector
+		}
+	}
+	if !lists && len(featureAt) != m.File.InputDim {
+		return fmt.Errorf("%s has %d feature columns, mechanism %q takes %d", *in, len(featureAt), m.File.Name, m.File.InputDim)
+	}
+
+	var outCols []rowfile.Column
+	if idAt >= 0 {
+		outCols = append(outCols, rowfile.Column{Name: *idCol, Kind: rowfile.KindScalar})
+	}
+	outCols = append(outCols, rowfile.Column{Name: "z", Kind: rowfile.KindVector, Width: m.File.OutputDim})
+	if labelAt >= 0 {
+		outCols = append(outCols, rowfile.Column{Name: *labelCol, Kind: rowfile.KindInt})
+	}
+	sink, err := rowfile.Create(*out, outCols)
+	if err != nil {
+		return err
+	}
+	defer sink.Discard()
+
+	noise := mechanisms.NewCryptoSource()
+	if testNoiseSeed != nil {
+		noise = mechanisms.NewSeededSource(*testNoiseSeed)
+	}
+	var (
+		xs     [][]float32
+		ids    []string
+		labels []int
+		n      int
+		cells  []any
+		z      = make([]float32, m.File.OutputDim)
+	)
+	release := func() error {
+		if len(xs) == 0 {
+			return nil
+		}
+		rel, err := m.Privatise(xs, *randomiser, epsX, noise)
+		if err != nil {
+			return err
+		}
+		for i, r := range rel {
+			cells = cells[:0]
+			if idAt >= 0 {
+				cells = append(cells, ids[i])
+			}
+			for j, v := range r {
+				z[j] = float32(v)
+			}
+			cells = append(cells, z)
+			if labelAt >= 0 {
+				y, err := krr.Randomise(labels[i], noise)
+				if err != nil {
+					return err
+				}
+				cells = append(cells, y)
+			}
+			if err := sink.Write(cells...); err != nil {
+				return err
+			}
+		}
+		n += len(rel)
+		xs, ids, labels = xs[:0], ids[:0], labels[:0]
+		return nil
+	}
+	for {
+		row, err := src.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		x := make([]float32, 0, m.File.InputDim)
+		for _, c := range featureAt {
+			if cols[c].Kind == rowfile.KindVector {
+				x, err = rowfile.Floats(x, row[c])
+			} else {
+				var v float32
+				v, err = rowfile.Float32(row[c])
+				x = append(x, v)
+			}
+			if err != nil {
+				return fmt.Errorf("%s, column %s: %w", src.Where(), cols[c].Name, err)
+			}
+		}
+		if len(x) != m.File.InputDim {
+			return fmt.Errorf("%s has %d features, mechanism %q takes %d", src.Where(), len(x), m.File.Name, m.File.InputDim)
+		}
+		xs = append(xs, x)
+		if idAt >= 0 {
+			ids = append(ids, rowfile.Text(row[idAt]))
+		}
+		if labelAt >= 0 {
+			y, err := rowfile.Int(row[labelAt])
+			if err != nil || y < 0 || y >= int64(*k) {
+				return fmt.Errorf("%s: label %s is not a class 0..%d", src.Where(), rowfile.Show(row[labelAt]), *k-1)
+			}
+			labels = append(labels, int(y))
+		}
+		if len(xs) == privatizeBatch {
+			if err := release(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := release(); err != nil {
+		return err
+	}
+	meta, _ := json.MarshalIndent(releaseMeta{Mechanism: m.File.Name, SHA256: m.File.SHA256, ModelSHA: m.File.ArtifactSHA256,
+		Randomiser: *randomiser, Eps: *eps, EpsX: epsX, EpsY: epsY, K: *k, Lambda: *lambda, Label: *labelCol, Rows: n,
+		ReleasedAt: time.Now().UTC()}, "", "  ")
+	if err := sink.Finish(meta); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %g, label %g): %s, %s\n", n, m.File.Name, *eps, epsX, epsY, *out, rowfile.MetadataAt(*out))
+	return nil
+}
