@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +281,36 @@ func TestReproQuickCDP(t *testing.T) {
 	}
 	if !strings.Contains(string(outBytes), "train VLM (CDP)") {
 		t.Errorf("no CDP training in the log:\n%s", outBytes)
+	}
+}
+
+// TestReproQuickCLM runs the CLM column of the protocol at reduced size (thesis Table 5.1's learner on
+// Fashion-MNIST): trained on D1 with image views, released with Laplace at ε 10 and classified like the
+// VLM; the table names the column, describes it, and the accuracy is above chance.
+func TestReproQuickCLM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	out := t.TempDir()
+	cmd := exec.Command(ldpsqlBin, "repro", "data-collection", "--dataset", "fashion-mnist", "--quick", "--eps", "10",
+		"--mechanisms", "clm", "--out", out)
+	cmd.Dir = ".."
+	outBytes, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldpsql repro --quick --mechanisms clm: %v\n%s", err, outBytes)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| ε | CLM |") || !strings.Contains(string(md), "CLM (thesis ch. 5): d = 32") {
+		t.Errorf("results.md:\n%s", md)
+	}
+	m := regexp.MustCompile(`\| 10 \| ([0-9.]+) \|`).FindStringSubmatch(string(md))
+	if m == nil {
+		t.Fatalf("no ε 10 row in\n%s", md)
+	}
+	if acc, _ := strconv.ParseFloat(m[1], 64); acc < 20 {
+		t.Errorf("CLM at ε 10 (quick): %v %% test accuracy, chance is 10 %%\n%s", acc, outBytes)
 	}
 }
