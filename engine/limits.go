@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"net"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/vitess/go/mysql"
@@ -229,6 +227,12 @@ func (h cancelOnDisconnect) ConnectionClosed(c *mysql.Conn) {
 	h.e.forgetSession(c.ConnectionID)
 }
 
+// ComInitDB is the client's USE (the mysql CLI's \u, a driver's database in its DSN): its errors, such
+// as an unknown database, go through wireError as a statement's do.
+func (h cancelOnDisconnect) ComInitDB(c *mysql.Conn, schemaName string) error {
+	return wireError(h.Handler.ComInitDB(c, schemaName))
+}
+
 func (h cancelOnDisconnect) ComQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) error {
 	ctx, stop := watchClient(ctx, c)
 	defer stop()
@@ -270,58 +274,6 @@ func withReadableInfo(callback mysql.ResultSpoolFn) mysql.ResultSpoolFn {
 		}
 		return callback(res, more)
 	}
-}
-
-// wireError gives MySQL's codes to two errors GMS sends as 1105 (ER_UNKNOWN_ERROR): a statement stopped by
-// KILL QUERY (GMS reports its cancelled context, "… context canceled") becomes ER_QUERY_INTERRUPTED, and a
-// statement over the bounds of checkStatementSize a parse error.
-func wireError(err error) error {
-	e, ok := err.(*mysql.SQLError)
-	if !ok {
-		return err
-	}
-	if short := shortenQuoted(e.Message); len(short) < len(e.Message) {
-		e = mysql.NewSQLError(e.Num, e.State, "%s", short)
-		err = e
-	}
-	if e.Num != mysql.ERUnknownError {
-		return err
-	}
-	switch {
-	case strings.HasSuffix(e.Message, context.Canceled.Error()): // also as wrapped: `scanning table "t": context canceled`
-		return mysql.NewSQLError(mysql.ERQueryInterrupted, "70100", "Query execution was interrupted")
-	case strings.HasPrefix(e.Message, tooComplex):
-		return mysql.NewSQLError(mysql.ERParseError, mysql.SSClientError, "%s", e.Message)
-	}
-	return err
-}
-
-// Errors quote values (GMS's "string 'xxx…' is too large for column", conversion errors), whole: a
-// 16 MB BLOB came back as a 16 MB message. MySQL cuts them; shortenQuoted keeps the first quotedKeep
-// bytes of every quoted run longer than quotedMax and says how long it was. A quote opens only after
-// a space or an opening bracket, so that an apostrophe ("column's") is not taken for one, and messages
-// of a normal length are left alone.
-const (
-	quotedMax  = 64
-	quotedKeep = 40
-	longError  = 256
-)
-
-var longQuoted = regexp.MustCompile(`(^|[\s(\[=,:])'([^']{` + strconv.Itoa(quotedMax+1) + `,})'`)
-
-func shortenQuoted(msg string) string {
-	if len(msg) <= longError {
-		return msg
-	}
-	return longQuoted.ReplaceAllStringFunc(msg, func(m string) string {
-		open := strings.IndexByte(m, '\'')
-		inner := m[open+1 : len(m)-1]
-		cut := quotedKeep
-		for cut > 0 && !utf8.RuneStart(inner[cut]) {
-			cut--
-		}
-		return fmt.Sprintf("%s'%s…' (%d bytes)", m[:open], inner[:cut], len(inner))
-	})
 }
 
 // watchClient returns a context that is cancelled when c's client hangs up, and the function that stops

@@ -179,9 +179,9 @@ func (g *fileGuard) protect(paths ...string) {
 	}
 }
 
-// errFileAccess is MySQL's ER_OPTION_PREVENTS_STATEMENT with the reason.
+// errFileAccess is MySQL's ER_OPTION_PREVENTS_STATEMENT with the reason, in MySQL's SQLSTATE (HY000).
 func errFileAccess(format string, args ...any) error {
-	return mysql.NewSQLError(mysql.EROptionPreventsStatement, mysql.SSClientError,
+	return mysql.NewSQLError(mysql.EROptionPreventsStatement, mysql.SSUnknownSQLState,
 		"The MySQL server is running with the --secure-file-priv option so it cannot execute this statement: "+format, args...)
 }
 
