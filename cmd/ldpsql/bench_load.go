@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -122,6 +123,7 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	budget := fs.Float64("budget", 1e9, "ε budget per unit of the protected table (statements over it are refused, and counted as errors)")
 	ledgerRows := fs.Int("ledger-rows", 0, "releases recorded in the ledger before the run (of another protected table, over a tenth as many units)")
 	keep := fs.String("db", "", "DuckDB file to create and keep (default: a temporary one, removed)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (server and clients, one process) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -199,6 +201,18 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		defer conns[i].Close()
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	txBefore := e.Ledger.Transactions()
 	nextID := atomic.Int64{}
 	nextID.Store(int64(*units))
 	results := make([]*loadClient, *clients)
@@ -244,6 +258,10 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, s := range firstErrs {
 		fmt.Fprintf(stdout, "  first error of %s\n", s)
+	}
+	if n := len(charged); n > 0 {
+		tx := e.Ledger.Transactions() - txBefore
+		fmt.Fprintf(stdout, "ledger: %d transactions for %d charged statements (%.1f per transaction)\n", tx, n, float64(n)/float64(max(tx, 1)))
 	}
 	fmt.Fprintf(stdout, "load average after: %s\n\n", loadAverage())
 	return auditLoad(stdout, e, results, *units, *budget)
