@@ -74,6 +74,9 @@ func WithFunctions(fns ...sql.Function) Option {
 	}
 }
 
+// maxIdleDuckConns is how many DuckDB connections the pool keeps open between statements.
+const maxIdleDuckConns = 64
+
 // Open opens (creating if needed) the DuckDB file at path, or an in-memory engine for MemoryPath, and
 // builds the SQL engine over it.
 func Open(path string, opts ...Option) (*Engine, error) {
@@ -99,6 +102,10 @@ func Open(path string, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("opening DuckDB file %q: %w", path, err)
 	}
 	duck := gosql.OpenDB(connector)
+	// Every statement takes connections from the pool (a table scan, an INSERT's transaction); with
+	// database/sql's default of 2 idle ones, concurrent clients made a new DuckDB connection (and its
+	// ATTACH) for nearly every statement.
+	duck.SetMaxIdleConns(maxIdleDuckConns)
 	if err := duck.Ping(); err != nil {
 		_ = duck.Close()
 		return nil, fmt.Errorf("opening DuckDB file %q: %w", path, err)

@@ -42,10 +42,15 @@ import (
 // table), ldp_budget_units (the ε each unit has spent) and ldp_releases (every release: what, when, by
 // whom, at which ε, with the bytes that memoisation returns).
 //
-// Charging is atomic and serialised: one engine process owns the DuckDB file, Charge holds a mutex, and
-// all of one call's charges (any number of units, of any number of tables) are checked and written in one
-// DuckDB transaction, in bulk (an appender into a temporary table, one budget check, one upsert), so
-// concurrent statements can never over-spend a unit and a failed check writes nothing.
+// Charging is atomic and committed in groups: one engine process owns the DuckDB file, and the Charge
+// calls that arrive while a transaction of charges commits wait in a queue, to be checked and written
+// together in the next one (group commit: one commit, one WAL flush, for all of them). The checks run
+// in the order the calls arrived, each against what its units have spent (kept in memory, read from
+// ldp_budget_units once per table) plus what the calls before it in the same transaction charge them,
+// so concurrent statements can never over-spend a unit; a call that would take a unit over its budget
+// is refused alone and writes nothing. The writes are in bulk (appenders, one UPDATE). A call returns
+// only once the transaction holding its charges has committed, or failed, and then every call in it
+// fails and nothing of theirs may be released.
 //
 // The Go API, for code that releases data outside the SQL functions (the classifier's private
 // validation, for example):
@@ -182,10 +187,19 @@ func fmtEps(x float64) string {
 type Ledger struct {
 	db *gosql.DB
 
-	mu     sync.Mutex // serialises every write: Charge and SetBudget
+	mu     sync.Mutex // serialises every write: a transaction of charges, SetBudget
 	conn   *gosql.Conn
 	nextID int64
 	closed bool
+	// spent is what each unit of each table charged so far has spent (by TableRef.key(), then unit),
+	// as committed to ldp_budget_units; guarded by mu.
+	spent map[string]map[string]float64
+	// batches counts the transactions of charges committed.
+	batches int64
+
+	queueMu    sync.Mutex
+	queue      []*chargeRequest // Charge calls waiting for the next transaction
+	committing bool             // whether commitQueued runs
 
 	cacheMu sync.RWMutex
 	budgets map[string]Budget      // by TableRef.key()
@@ -196,7 +210,7 @@ func newLedger(db *gosql.DB) (*Ledger, error) {
 	if _, err := db.Exec(createLedgerTables); err != nil {
 		return nil, fmt.Errorf("creating the ledger tables: %w", err)
 	}
-	l := &Ledger{db: db, budgets: map[string]Budget{}, memo: map[string]*memoFilter{}}
+	l := &Ledger{db: db, budgets: map[string]Budget{}, memo: map[string]*memoFilter{}, spent: map[string]map[string]float64{}}
 	rows, err := db.Query(`SELECT db, table_name, eps_total, mode, unit_columns, set_by, set_at FROM ` + CatalogSchema + `.ldp_budget`)
 	if err != nil {
 		return nil, err
@@ -254,6 +268,14 @@ func (l *Ledger) Budget(t TableRef) (Budget, bool) {
 	defer l.cacheMu.RUnlock()
 	b, ok := l.budgets[t.key()]
 	return b, ok
+}
+
+// Transactions returns how many DuckDB transactions of charges the ledger has committed since it
+// opened (each holds the charges of one or more Charge calls).
+func (l *Ledger) Transactions() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.batches
 }
 
 // Budgets lists every protected table's budget, by database and table.
@@ -390,23 +412,23 @@ func (l *Ledger) Spent(ctx context.Context, t TableRef, units []string) (map[str
 	return out, rows.Err()
 }
 
-// chargeGroup is what the releases of one call share, staged once instead of once per release.
-type chargeGroup struct {
-	table                           TableRef
-	function, mechanism, randomiser string
-}
-
 // Charge records releases: it charges every charge's ε to its unit and records the release in
-// ldp_releases, all in one DuckDB transaction, or, when any unit would go over its table's budget,
-// charges nothing and returns a *BudgetError. Every table charged must be protected. Concurrent calls
-// are serialised.
+// ldp_releases, durably, or, when any unit would go over its table's budget, charges nothing and returns
+// a *BudgetError. Every table charged must be protected. It returns once the DuckDB transaction holding
+// the charges has committed (nil) or failed (an error: nothing of this call was charged, so nothing
+// derived from the releases may be returned).
+//
+// Concurrent calls are committed together (group commit): calls that arrive while a transaction
+// commits wait in a queue, and the next transaction checks and writes all of them. Each call stays all
+// or nothing against its own units' budgets: the calls of a transaction are checked in the order they
+// arrived, each against what its units have spent plus what the calls before it in the same
+// transaction charge them, so two calls can never together take a unit over its budget, and a call
+// refused for its budget does not stop the others. When the transaction fails, every call in it fails.
 func (l *Ledger) Charge(ctx context.Context, releasedBy string, charges []Charge) error {
 	if len(charges) == 0 {
 		return nil
 	}
-	groupIDs := map[chargeGroup]int32{}
-	var groups []chargeGroup
-	gid := make([]int32, len(charges))
+	req := &chargeRequest{ctx: ctx, releasedBy: releasedBy, charges: charges, tables: make([]TableRef, len(charges)), done: make(chan error, 1)}
 	for i := range charges {
 		c := &charges[i]
 		if math.IsNaN(c.Eps) || math.IsInf(c.Eps, 0) || c.Eps <= 0 {
@@ -416,172 +438,312 @@ func (l *Ledger) Charge(ctx context.Context, releasedBy string, charges []Charge
 		if !ok {
 			return fmt.Errorf("ldp ledger: %w: %s", ErrNotProtected, c.Table)
 		}
-		g := chargeGroup{b.TableRef, c.Function, c.Mechanism, c.Randomiser} // the recorded spelling of the table
-		id, ok := groupIDs[g]
-		if !ok {
-			id = int32(len(groups))
-			groupIDs[g] = id
-			groups = append(groups, g)
+		req.tables[i] = b.TableRef // the recorded spelling of the table
+	}
+	l.queueMu.Lock()
+	l.queue = append(l.queue, req)
+	if !l.committing {
+		l.committing = true
+		go l.commitQueued()
+	}
+	l.queueMu.Unlock()
+	// Wait even when ctx is done: the charge may be in a transaction already, and the caller must not
+	// release anything before knowing whether it committed. A transaction takes milliseconds.
+	return <-req.done
+}
+
+// chargeRequest is one Charge call waiting in the commit queue.
+type chargeRequest struct {
+	ctx        context.Context
+	releasedBy string
+	charges    []Charge
+	tables     []TableRef // of each charge: its table as ldp_budget spells it
+	done       chan error // receives the call's result, once
+}
+
+// unitRef names a unit of a protected table: TableRef.key() and the unit's key.
+type unitRef struct{ table, unit string }
+
+// commitQueued commits the queued calls, a transaction at a time, until the queue is empty. One runs
+// at a time (queueMu's committing); it takes the queue only once it holds mu, so the calls that arrive
+// while a transaction commits all join the next one.
+func (l *Ledger) commitQueued() {
+	for {
+		l.mu.Lock()
+		l.queueMu.Lock()
+		batch := l.queue
+		l.queue = nil
+		if len(batch) == 0 {
+			l.committing = false
+			l.queueMu.Unlock()
+			l.mu.Unlock()
+			return
 		}
-		gid[i] = id
+		l.queueMu.Unlock()
+		l.commitBatch(batch)
+		l.mu.Unlock()
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+}
+
+// commitBatch checks the calls of batch against their budgets and commits those that fit in one DuckDB
+// transaction, answering every call. mu is held.
+func (l *Ledger) commitBatch(batch []*chargeRequest) {
 	if l.closed {
-		return errors.New("ldp ledger: the engine is closing; nothing was released")
+		for _, r := range batch {
+			r.done <- errors.New("ldp ledger: the engine is closing; nothing was released")
+		}
+		return
 	}
-	if err := l.openConn(ctx); err != nil {
-		return fmt.Errorf("ldp ledger: %w", err)
+	if err := l.openConn(); err != nil {
+		for _, r := range batch {
+			r.done <- fmt.Errorf("ldp ledger: %w; nothing was released", err)
+		}
+		return
 	}
-	err := l.chargeTx(ctx, releasedBy, charges, groups, gid)
+	var admitted []*chargeRequest
+	batchEps := map[unitRef]float64{} // what the admitted calls charge each unit, in the order they were admitted
+	batchCount := map[unitRef]int64{} // and how many releases
+	var order []unitRef               // the units charged, in the order first charged
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- fmt.Errorf("ldp ledger: %w; nothing was released", err)
+			continue
+		}
+		sums, err := l.checkBudgets(r, batchEps)
+		if err != nil {
+			r.done <- err
+			continue
+		}
+		for i, c := range r.charges {
+			u := unitRef{r.tables[i].key(), c.Unit}
+			if _, seen := batchCount[u]; !seen {
+				order = append(order, u)
+			}
+			batchCount[u]++
+		}
+		for u, eps := range sums {
+			batchEps[u] += eps
+		}
+		admitted = append(admitted, r)
+	}
+	if len(admitted) == 0 {
+		return
+	}
+	n, err := l.writeBatch(admitted, order, batchEps, batchCount)
 	if err != nil {
 		if _, rbErr := l.conn.ExecContext(context.Background(), "ROLLBACK"); rbErr != nil && !strings.Contains(rbErr.Error(), "no transaction is active") {
 			// The connection is in an unknown state: start afresh next time.
 			_ = l.conn.Close()
 			l.conn = nil
 		}
-		var be *BudgetError
-		if errors.As(err, &be) {
-			return err
-		}
-		return fmt.Errorf("ldp ledger: charging %d releases: %w; nothing was released", len(charges), err)
-	}
-	l.nextID += int64(len(charges))
-	l.cacheMu.Lock()
-	for i, c := range charges {
-		if c.Release != nil {
-			k := groups[gid[i]].table.key()
-			f := l.memo[k]
-			if f == nil {
-				f = &memoFilter{}
-				l.memo[k] = f
+		// Whether a failed COMMIT left anything behind is for DuckDB's record to say: read it again.
+		l.spent = map[string]map[string]float64{}
+		for _, r := range admitted {
+			with := ""
+			if len(admitted) > 1 {
+				with = fmt.Sprintf(" (in one transaction with %d other calls' %d)", len(admitted)-1, n-len(r.charges))
 			}
-			f.add(memoHash(c.Unit, c.Digest))
+			r.done <- fmt.Errorf("ldp ledger: charging %d releases%s: %w; nothing was released", len(r.charges), with, err)
+		}
+		return
+	}
+	l.nextID += int64(n)
+	l.batches++
+	for _, u := range order {
+		l.spent[u.table][u.unit] += batchEps[u]
+	}
+	l.cacheMu.Lock()
+	for _, r := range admitted {
+		for i, c := range r.charges {
+			if c.Release != nil {
+				k := r.tables[i].key()
+				f := l.memo[k]
+				if f == nil {
+					f = &memoFilter{}
+					l.memo[k] = f
+				}
+				f.add(memoHash(c.Unit, c.Digest))
+			}
 		}
 	}
 	l.cacheMu.Unlock()
-	return nil
+	for _, r := range admitted {
+		r.done <- nil
+	}
 }
 
-// openConn opens the connection charges run on, with its staging tables (temporary, so private to it).
-func (l *Ledger) openConn(ctx context.Context) error {
+// checkBudgets checks one call's charges against its units' budgets: what each unit has spent, plus
+// what the calls admitted before it in the same transaction charge it (batchEps), plus what this call
+// charges it, must be within the table's budget. It returns what the call charges each unit, or the
+// *BudgetError of the first table (by name) with a unit that would go over. mu is held.
+func (l *Ledger) checkBudgets(r *chargeRequest, batchEps map[unitRef]float64) (map[unitRef]float64, error) {
+	sums := map[unitRef]float64{}
+	tables := map[string]TableRef{}
+	for i, c := range r.charges {
+		u := unitRef{r.tables[i].key(), c.Unit}
+		sums[u] += c.Eps
+		tables[u.table] = r.tables[i]
+	}
+	spent := map[string]map[string]float64{}
+	checks := map[string]*BudgetError{}
+	for k, t := range tables {
+		b, ok := l.Budget(t)
+		if !ok {
+			return nil, fmt.Errorf("ldp ledger: %w: %s", ErrNotProtected, t)
+		}
+		var err error
+		if spent[k], err = l.spentOf(t); err != nil {
+			return nil, fmt.Errorf("ldp ledger: reading what the units of %s have spent: %w; nothing was released", t, err)
+		}
+		checks[k] = &BudgetError{Table: t, Total: b.EpsTotal, Remaining: math.Inf(1)}
+	}
+	for u, eps := range sums {
+		e := checks[u.table]
+		e.Units++
+		e.Largest = math.Max(e.Largest, eps)
+		before := spent[u.table][u.unit] + batchEps[u]
+		if before+eps > e.Total+budgetSlack {
+			e.Over++
+			e.Remaining = math.Min(e.Remaining, math.Max(e.Total-before, 0))
+		}
+	}
+	var refused *BudgetError
+	for k, e := range checks {
+		if e.Over > 0 && (refused == nil || k < refused.Table.key()) {
+			refused = e
+		}
+	}
+	if refused != nil {
+		return nil, refused
+	}
+	return sums, nil
+}
+
+// spentOf returns what the units of protected table t have spent, read from ldp_budget_units the
+// first time and kept up to date by every commit since (mu is held): checking a charge costs no query,
+// however large the ledger has grown.
+func (l *Ledger) spentOf(t TableRef) (map[string]float64, error) {
+	if m, ok := l.spent[t.key()]; ok {
+		return m, nil
+	}
+	rows, err := l.conn.QueryContext(context.Background(), `SELECT unit_key, spent FROM `+CatalogSchema+`.ldp_budget_units
+		WHERE db = ? AND table_name = ?`, t.Database, t.Table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	m := map[string]float64{}
+	for rows.Next() {
+		var u string
+		var s float64
+		if err := rows.Scan(&u, &s); err != nil {
+			return nil, err
+		}
+		m[u] += s
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	l.spent[t.key()] = m
+	return m, nil
+}
+
+// openConn opens the connection charges run on. mu is held.
+func (l *Ledger) openConn() error {
 	if l.conn != nil {
 		return nil
 	}
-	conn, err := l.db.Conn(ctx)
+	conn, err := l.db.Conn(context.Background())
 	if err != nil {
-		return err
-	}
-	if _, err := conn.ExecContext(ctx, `
-		CREATE TEMP TABLE IF NOT EXISTS ldp_charge_groups (g INTEGER, db VARCHAR, table_name VARCHAR, function VARCHAR, mechanism VARCHAR, randomiser VARCHAR);
-		CREATE TEMP TABLE IF NOT EXISTS ldp_charge_stage (g INTEGER, unit_key VARCHAR, eps DOUBLE, input_digest VARCHAR, release BLOB, memo_key BIGINT);
-		CREATE TEMP TABLE IF NOT EXISTS ldp_charge_units (db VARCHAR, table_name VARCHAR, unit_key VARCHAR, eps DOUBLE, n BIGINT);`); err != nil {
-		_ = conn.Close()
 		return err
 	}
 	l.conn = conn
 	return nil
 }
 
-// chargeTx stages the releases (an appender: no statement per row), checks every unit against its
-// budget in one query, and charges and records them in bulk, in one transaction.
-func (l *Ledger) chargeTx(ctx context.Context, releasedBy string, charges []Charge, groups []chargeGroup, gid []int32) error {
+// writeBatch writes the admitted calls' charges in one transaction, through DuckDB's appender (no
+// statement per row): every release into ldp_releases, the units never charged before into
+// ldp_budget_units, and one UPDATE for the units that were. It returns how many releases it wrote.
+// The transaction runs on its own context: no one call's cancellation may undo the others' charges.
+func (l *Ledger) writeBatch(admitted []*chargeRequest, order []unitRef, batchEps map[unitRef]float64, batchCount map[unitRef]int64) (int, error) {
+	ctx := context.Background()
 	conn := l.conn
+	type release struct {
+		r *chargeRequest
+		i int
+	}
+	var releases []release
+	for _, r := range admitted {
+		for i := range r.charges {
+			releases = append(releases, release{r, i})
+		}
+	}
+	tables := map[string]TableRef{}
+	for _, r := range admitted {
+		for _, t := range r.tables {
+			tables[t.key()] = t
+		}
+	}
+	var fresh []unitRef
+	var oldDB, oldTable, oldUnit []string
+	var oldEps []float64
+	var oldN []int64
+	for _, u := range order {
+		if _, charged := l.spent[u.table][u.unit]; !charged {
+			fresh = append(fresh, u)
+			continue
+		}
+		t := tables[u.table]
+		oldDB, oldTable, oldUnit = append(oldDB, t.Database), append(oldTable, t.Table), append(oldUnit, u.unit)
+		oldEps, oldN = append(oldEps, batchEps[u]), append(oldN, batchCount[u])
+	}
+	now := time.Now().UTC()
 	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
-		return err
+		return len(releases), err
 	}
-	if err := appendRows(conn, "temp", "main", "ldp_charge_groups", len(groups), func(i int) []driver.Value {
-		g := groups[i]
-		return []driver.Value{int32(i), g.table.Database, g.table.Table, g.function, g.mechanism, g.randomiser}
-	}); err != nil {
-		return fmt.Errorf("staging the charges: %w", err)
-	}
-	if err := appendRows(conn, "temp", "main", "ldp_charge_stage", len(charges), func(i int) []driver.Value {
-		c := &charges[i]
+	if err := appendRows(conn, CatalogSchema, "ldp_releases", len(releases), func(k int) []driver.Value {
+		r, c := releases[k].r, &releases[k].r.charges[releases[k].i]
+		t := r.tables[releases[k].i]
 		var rel driver.Value
 		if c.Release != nil {
 			rel = c.Release
 		}
-		return []driver.Value{gid[i], c.Unit, c.Eps, c.Digest, rel, memoHash(c.Unit, c.Digest)}
+		return []driver.Value{l.nextID + int64(k), t.Database, t.Table, c.Unit, c.Function, c.Mechanism, c.Randomiser,
+			c.Eps, c.Digest, rel, r.releasedBy, now, memoHash(c.Unit, c.Digest)}
 	}); err != nil {
-		return fmt.Errorf("staging the charges: %w", err)
+		return len(releases), fmt.Errorf("recording the releases: %w", err)
 	}
-	if _, err := conn.ExecContext(ctx, `INSERT INTO ldp_charge_units
-		SELECT g.db, g.table_name, s.unit_key, sum(s.eps), count(*) FROM ldp_charge_stage s JOIN ldp_charge_groups g ON g.g = s.g GROUP BY ALL`); err != nil {
-		return fmt.Errorf("staging the charges: %w", err)
+	if err := appendRows(conn, CatalogSchema, "ldp_budget_units", len(fresh), func(k int) []driver.Value {
+		u := fresh[k]
+		t := tables[u.table]
+		return []driver.Value{t.Database, t.Table, u.unit, batchEps[u], batchCount[u], now}
+	}); err != nil {
+		return len(releases), fmt.Errorf("charging the units: %w", err)
 	}
-	// One check for every unit of every table: which would go over their budget.
-	over := `coalesce(u.spent, 0) + s.eps > b.eps_total + ` + strconv.FormatFloat(budgetSlack, 'g', -1, 64)
-	rows, err := conn.QueryContext(ctx, `
-		SELECT s.db, s.table_name, count(*), count(*) FILTER (WHERE `+over+`),
-			min(b.eps_total - coalesce(u.spent, 0)) FILTER (WHERE `+over+`), max(b.eps_total), max(s.eps)
-		FROM ldp_charge_units s
-		JOIN `+CatalogSchema+`.ldp_budget b ON b.db = s.db AND b.table_name = s.table_name
-		LEFT JOIN `+CatalogSchema+`.ldp_budget_units u ON u.db = s.db AND u.table_name = s.table_name AND u.unit_key = s.unit_key
-		GROUP BY s.db, s.table_name ORDER BY s.db, s.table_name`)
-	if err != nil {
-		return fmt.Errorf("checking the budgets: %w", err)
-	}
-	var refused *BudgetError
-	for rows.Next() {
-		var e BudgetError
-		var remaining gosql.NullFloat64
-		var units, n int64
-		if err := rows.Scan(&e.Table.Database, &e.Table.Table, &units, &n, &remaining, &e.Total, &e.Largest); err != nil {
-			rows.Close()
-			return err
-		}
-		if n > 0 && refused == nil {
-			e.Units, e.Over, e.Remaining = int(units), int(n), math.Max(remaining.Float64, 0)
-			refused = &e
+	// ldp_budget_units has no primary key (DuckDB's index makes bulk upserts ten times slower): mu keeps
+	// one row per unit, and spent says which units have theirs.
+	if len(oldUnit) > 0 {
+		if _, err := conn.ExecContext(ctx, `
+			UPDATE `+CatalogSchema+`.ldp_budget_units u SET spent = u.spent + s.eps, releases = u.releases + s.n, last_release_at = $1
+			FROM (SELECT unnest($2::VARCHAR[]) AS db, unnest($3::VARCHAR[]) AS table_name, unnest($4::VARCHAR[]) AS unit_key,
+				unnest($5::DOUBLE[]) AS eps, unnest($6::BIGINT[]) AS n) s
+			WHERE u.db = s.db AND u.table_name = s.table_name AND u.unit_key = s.unit_key`,
+			now, oldDB, oldTable, oldUnit, oldEps, oldN); err != nil {
+			return len(releases), fmt.Errorf("charging the units: %w", err)
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if refused != nil {
-		return refused
-	}
-	now := time.Now().UTC()
-	// ldp_budget_units has no primary key (DuckDB's index makes bulk upserts ten times slower): the
-	// mutex keeps one row per unit, updated in bulk where it exists and inserted where it does not.
-	if _, err := conn.ExecContext(ctx, `
-		UPDATE `+CatalogSchema+`.ldp_budget_units u SET spent = u.spent + s.eps, releases = u.releases + s.n, last_release_at = ?
-		FROM ldp_charge_units s WHERE u.db = s.db AND u.table_name = s.table_name AND u.unit_key = s.unit_key`, now); err != nil {
-		return fmt.Errorf("charging the units: %w", err)
-	}
-	if _, err := conn.ExecContext(ctx, `
-		INSERT INTO `+CatalogSchema+`.ldp_budget_units
-		SELECT db, table_name, unit_key, eps, n, ? FROM ldp_charge_units s WHERE NOT EXISTS (
-			SELECT 1 FROM `+CatalogSchema+`.ldp_budget_units u WHERE u.db = s.db AND u.table_name = s.table_name AND u.unit_key = s.unit_key)`, now); err != nil {
-		return fmt.Errorf("charging the units: %w", err)
-	}
-	if _, err := conn.ExecContext(ctx, `
-		INSERT INTO `+CatalogSchema+`.ldp_releases
-		SELECT ? + row_number() OVER () - 1, g.db, g.table_name, s.unit_key, g.function, g.mechanism, g.randomiser,
-			s.eps, s.input_digest, s.release, ?, ?, s.memo_key
-		FROM ldp_charge_stage s JOIN ldp_charge_groups g ON g.g = s.g`, l.nextID, releasedBy, now); err != nil {
-		return fmt.Errorf("recording the releases: %w", err)
-	}
-	if _, err := conn.ExecContext(ctx, "DELETE FROM ldp_charge_groups; DELETE FROM ldp_charge_stage; DELETE FROM ldp_charge_units"); err != nil {
-		return err
-	}
-	_, err = conn.ExecContext(ctx, "COMMIT")
-	return err
+	_, err := conn.ExecContext(ctx, "COMMIT")
+	return len(releases), err
 }
 
-// appendRows appends n rows to a table through DuckDB's appender on conn, inside its open transaction.
-// An empty catalog means the connection's default one.
-func appendRows(conn *gosql.Conn, catalog, schema, table string, n int, row func(int) []driver.Value) error {
+// appendRows appends n rows to a table of the connection's default catalog through DuckDB's appender
+// on conn, inside its open transaction.
+func appendRows(conn *gosql.Conn, schema, table string, n int, row func(int) []driver.Value) error {
+	if n == 0 {
+		return nil
+	}
 	return conn.Raw(func(dc any) error {
-		var a *duckdb.Appender
-		var err error
-		if catalog == "" {
-			a, err = duckdb.NewAppenderFromConn(dc.(driver.Conn), schema, table)
-		} else {
-			a, err = duckdb.NewAppender(dc.(driver.Conn), catalog, schema, table)
-		}
+		a, err := duckdb.NewAppenderFromConn(dc.(driver.Conn), schema, table)
 		if err != nil {
 			return err
 		}
@@ -618,6 +780,10 @@ func (l *Ledger) renamed(from, to TableRef) {
 	if l == nil {
 		return
 	}
+	l.mu.Lock()
+	delete(l.spent, from.key()) // its units are read again, under the new name
+	delete(l.spent, to.key())
+	l.mu.Unlock()
 	l.cacheMu.Lock()
 	defer l.cacheMu.Unlock()
 	b, ok := l.budgets[from.key()]

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func ledgerCharges(t TableRef, n int, eps float64, tag string) []Charge {
@@ -276,4 +277,257 @@ func TestLedgerMemoFilter(t *testing.T) {
 			}
 		}
 	}
+}
+
+// chargeResult is one Charge call's outcome in the tests of group commit.
+type chargeResult struct {
+	name string
+	err  error
+}
+
+// queueCharges starts one Charge call per element of calls while the ledger cannot commit (the test
+// holds its mu), each after the previous one is queued, so that all of them are checked, in this order,
+// in the one transaction that commits once mu is released. The results arrive on the returned channel.
+func queueCharges(t *testing.T, l *Ledger, calls map[string][]Charge, order []string) <-chan chargeResult {
+	t.Helper()
+	out := make(chan chargeResult, len(order))
+	l.mu.Lock()
+	for i, name := range order {
+		go func() { out <- chargeResult{name, l.Charge(context.Background(), "root", calls[name])} }()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			l.queueMu.Lock()
+			queued := len(l.queue)
+			l.queueMu.Unlock()
+			if queued == i+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				l.mu.Unlock()
+				t.Fatalf("call %s was not queued", name)
+			}
+		}
+	}
+	l.mu.Unlock()
+	return out
+}
+
+func unitCharges(tbl TableRef, eps float64, tag string, units ...int) []Charge {
+	var out []Charge
+	for _, u := range units {
+		unit, _ := UnitKey(int64(u))
+		out = append(out, Charge{Table: tbl, Unit: unit, Eps: eps, Function: "TEST", Mechanism: "m", Randomiser: "r",
+			Digest: ReleaseDigest(tag, unit, "m", "r", eps, 0)})
+	}
+	return out
+}
+
+// Calls committed in one transaction are each checked against what the calls before them in it charge:
+// together they cannot overspend a unit, and a call refused for its budget leaves the others alone.
+func TestLedgerGroupCommitChecksEachCall(t *testing.T) {
+	e := openT(t, filepath.Join(t.TempDir(), "db.duckdb"))
+	defer e.Close()
+	ctx := context.Background()
+	tbl := TableRef{Database: "ldpsql", Table: "t"}
+	if err := e.Ledger.SetBudget(ctx, Budget{TableRef: tbl, EpsTotal: 3, Mode: BudgetCharge, UnitColumns: []string{"id"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Ledger.Charge(ctx, "root", unitCharges(tbl, 0.5, "before", 1)); err != nil {
+		t.Fatal(err)
+	}
+	txBefore := e.Ledger.Transactions()
+	calls := map[string][]Charge{
+		"a": unitCharges(tbl, 2, "a", 0),       // unit 0: 2 of 3
+		"b": unitCharges(tbl, 2, "b", 0),       // unit 0: 2 + 2 > 3, refused though nothing is committed yet
+		"c": unitCharges(tbl, 1, "c", 1, 2),    // unit 1: 0.5 + 1, unit 2: 1
+		"d": unitCharges(tbl, 2.5, "d", 3, 2),  // unit 2: 1 + 2.5 > 3: refused, so unit 3 is not charged either
+		"e": unitCharges(tbl, 3, "e", 3),       // unit 3: 3 of 3, exactly the budget
+		"f": unitCharges(tbl, 0.5, "f", 2, 2),  // unit 2: 1 + 0.5 + 0.5
+		"g": unitCharges(tbl, 0.75, "g", 2, 4), // unit 2: 2 + 0.75
+	}
+	order := []string{"a", "b", "c", "d", "e", "f", "g"}
+	results := queueCharges(t, e.Ledger, calls, order)
+	got := map[string]error{}
+	for range order {
+		r := <-results
+		got[r.name] = r.err
+	}
+	for _, name := range []string{"a", "c", "e", "f", "g"} {
+		if got[name] != nil {
+			t.Errorf("call %s: %v", name, got[name])
+		}
+	}
+	var be *BudgetError
+	if !errors.As(got["b"], &be) || be.Over != 1 || be.Units != 1 || be.Remaining != 1 || be.Largest != 2 || be.Total != 3 {
+		t.Errorf("call b: %v (%+v)", got["b"], be)
+	}
+	if !errors.As(got["d"], &be) || be.Over != 1 || be.Units != 2 || be.Remaining != 2 || be.Largest != 2.5 {
+		t.Errorf("call d: %v (%+v)", got["d"], be)
+	}
+	if n := e.Ledger.Transactions() - txBefore; n != 1 {
+		t.Errorf("the calls took %d transactions, want 1", n)
+	}
+	want := map[string]float64{"0": 2, "1": 1.5, "2": 2.75, "3": 3, "4": 0.75}
+	spent, err := e.Ledger.Spent(ctx, tbl, []string{"0", "1", "2", "3", "4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u, w := range want {
+		if spent[u] != w {
+			t.Errorf("unit %s spent %v, want %v", u, spent[u], w)
+		}
+	}
+	// 1 before + a 1 + c 2 + e 1 + f 2 + g 2.
+	if n := countRows(t, e, "SELECT count(*) FROM ldpsql_catalog.ldp_releases"); n != 9 {
+		t.Errorf("%d releases recorded, want 9", n)
+	}
+	if n := countRows(t, e, "SELECT count(*) FROM ldpsql_catalog.ldp_releases WHERE input_digest IN (?, ?)",
+		calls["b"][0].Digest, calls["d"][0].Digest); n != 0 {
+		t.Errorf("refused calls recorded %d releases", n)
+	}
+}
+
+// A transaction that fails fails every call in it, and charges and records nothing of theirs; the
+// ledger then reads what was committed again and goes on charging exactly.
+func TestLedgerFailedTransactionFailsItsCalls(t *testing.T) {
+	e := openT(t, filepath.Join(t.TempDir(), "db.duckdb"))
+	defer e.Close()
+	ctx := context.Background()
+	tbl := TableRef{Database: "ldpsql", Table: "t"}
+	if err := e.Ledger.SetBudget(ctx, Budget{TableRef: tbl, EpsTotal: 10, Mode: BudgetCharge, UnitColumns: []string{"id"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Ledger.Charge(ctx, "root", unitCharges(tbl, 1, "before", 0, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	// The table of units' spending is gone while the calls commit: the transaction fails in DuckDB after
+	// it has appended their releases to ldp_releases, which must not keep them.
+	if _, err := e.DuckDB.Exec("ALTER TABLE ldpsql_catalog.ldp_budget_units RENAME TO ldp_budget_units_away"); err != nil {
+		t.Fatal(err)
+	}
+	txBefore := e.Ledger.Transactions()
+	calls := map[string][]Charge{
+		"a":    unitCharges(tbl, 1, "a", 0),
+		"b":    unitCharges(tbl, 1, "b", 1),
+		"c":    unitCharges(tbl, 2, "c", 1, 2, 3),
+		"over": unitCharges(tbl, 20, "over", 2),
+	}
+	order := []string{"a", "b", "over", "c"}
+	results := queueCharges(t, e.Ledger, calls, order)
+	for range order {
+		r := <-results
+		var be *BudgetError
+		switch {
+		case r.name == "over":
+			if !errors.As(r.err, &be) {
+				t.Errorf("call over: %v, want its budget error", r.err)
+			}
+		case r.err == nil:
+			t.Errorf("call %s succeeded in a transaction that failed", r.name)
+		case errors.As(r.err, &be) || !strings.Contains(r.err.Error(), "nothing was released") ||
+			!strings.Contains(r.err.Error(), "in one transaction with 2 other calls"):
+			t.Errorf("call %s: %v", r.name, r.err)
+		}
+	}
+	if _, err := e.DuckDB.Exec("ALTER TABLE ldpsql_catalog.ldp_budget_units_away RENAME TO ldp_budget_units"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Ledger.Transactions() - txBefore; n != 0 {
+		t.Errorf("%d transactions committed, want none", n)
+	}
+	if n := countRows(t, e, "SELECT count(*) FROM ldpsql_catalog.ldp_releases"); n != 3 {
+		t.Errorf("%d releases recorded, want the 3 from before", n)
+	}
+	if err := e.Ledger.Charge(ctx, "root", calls["c"]); err != nil {
+		t.Fatal(err)
+	}
+	spent, err := e.Ledger.Spent(ctx, tbl, []string{"0", "1", "2", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u, w := range map[string]float64{"0": 1, "1": 3, "2": 3, "3": 2} {
+		if spent[u] != w {
+			t.Errorf("unit %s spent %v, want %v", u, spent[u], w)
+		}
+	}
+}
+
+// Many goroutines charging a few units with small budgets: no unit goes over, the ledger records exactly
+// the successful calls, and calls were committed together.
+func TestLedgerGroupCommitConcurrentExact(t *testing.T) {
+	e := openT(t, filepath.Join(t.TempDir(), "db.duckdb"))
+	defer e.Close()
+	ctx := context.Background()
+	tbl := TableRef{Database: "ldpsql", Table: "t"}
+	const units, budget, eps = 8, 4.0, 0.25
+	if err := e.Ledger.SetBudget(ctx, Budget{TableRef: tbl, EpsTotal: budget, Mode: BudgetCharge, UnitColumns: []string{"id"}}); err != nil {
+		t.Fatal(err)
+	}
+	txBefore := e.Ledger.Transactions()
+	const workers, rounds = 32, 12
+	var mu sync.Mutex
+	want := make([]float64, units)
+	wantReleases, succeeded := 0, 0
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				// One to three units, one of them possibly twice.
+				us := []int{(w + r) % units}
+				for k := 0; k < (w+r)%3; k++ {
+					us = append(us, (w*7+r*3+k)%units)
+				}
+				err := e.Ledger.Charge(ctx, "root", unitCharges(tbl, eps, fmt.Sprint(w, "/", r), us...))
+				var be *BudgetError
+				switch {
+				case err == nil:
+					mu.Lock()
+					for _, u := range us {
+						want[u] += eps
+					}
+					wantReleases += len(us)
+					succeeded++
+					mu.Unlock()
+				case !errors.As(err, &be):
+					t.Errorf("unexpected error: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	keys := make([]string, units)
+	for u := range keys {
+		keys[u] = fmt.Sprint(u)
+	}
+	spent, err := e.Ledger.Spent(ctx, tbl, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u, k := range keys {
+		if spent[k] != want[u] || spent[k] > budget {
+			t.Errorf("unit %s spent %v, the successful calls charged it %v (budget %v)", k, spent[k], want[u], budget)
+		}
+		if s := countRowsF(t, e, "SELECT coalesce(sum(eps), 0) FROM ldpsql_catalog.ldp_releases WHERE unit_key = ?", k); s != want[u] {
+			t.Errorf("unit %s: its releases sum to %v, want %v", k, s, want[u])
+		}
+	}
+	if n := countRows(t, e, "SELECT count(*) FROM ldpsql_catalog.ldp_releases"); n != int64(wantReleases) {
+		t.Errorf("%d releases recorded, the successful calls made %d", n, wantReleases)
+	}
+	tx := e.Ledger.Transactions() - txBefore
+	if succeeded == 0 || tx >= int64(succeeded) {
+		t.Errorf("%d calls succeeded in %d transactions: no two were committed together", succeeded, tx)
+	}
+	t.Logf("%d of %d calls succeeded in %d transactions", succeeded, workers*rounds, tx)
+}
+
+func countRowsF(t *testing.T, e *Engine, q string, args ...any) float64 {
+	t.Helper()
+	var x float64
+	if err := e.DuckDB.QueryRow(q, args...).Scan(&x); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return x
 }
