@@ -1,15 +1,11 @@
 package integration
 
 import (
-	"math"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/ldpsql/ldpsql/training/datasets"
 )
 
 var clmAuditRowRE = regexp.MustCompile(`(?m)^\| (LDP_ENCODE\(c, laplace\)) +\| ([0-9.e+-]+) +\| ([0-9.e+-]+) +\| ([0-9.+-]+|[+-]Inf|NaN) +\| ([0-9.+-]+|[+-]Inf|NaN) +\| ([0-9]+) +\| (PASS|FAIL) +\|$`)
@@ -22,30 +18,8 @@ var clmAuditRowRE = regexp.MustCompile(`(?m)^\| (LDP_ENCODE\(c, laplace\)) +\| (
 func TestCLMTrainedAudit(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "clm.duckdb")
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(ldpsqlBin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ldpsql %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	w, err := datasets.LoadWDBC()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vals []string
-	for i := range 200 {
-		s := make([]string, 30)
-		for j := range s {
-			lo, hi := math.Inf(1), math.Inf(-1)
-			for _, r := range w.Features {
-				lo, hi = min(lo, r[j]), max(hi, r[j])
-			}
-			s[j] = strconv.FormatFloat((w.Features[i][j]-lo)/(hi-lo), 'g', 7, 64)
-		}
-		vals = append(vals, "("+strconv.Itoa(i+1)+", LDP_VECTOR("+strings.Join(s, ", ")+"))")
-	}
+	run := cliRunner(t)
+	_, vals := wdbcAuxRows(t, 200, false)
 	run("sql", "--db", db, "-e", "CREATE TABLE aux (id INT PRIMARY KEY, features LONGBLOB NOT NULL); "+
 		"INSERT INTO aux VALUES "+strings.Join(vals, ", "))
 	out := run("train", "--db", db, "--kind", "clm", "--name", "c", "--table", "aux",

@@ -26,34 +26,9 @@ var auditRowRE = regexp.MustCompile(`(?m)^\| (LDP_ENCODE\(ta, laplace\)) +\| ([0
 func TestTaskAwareLinearAudit(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "ta.duckdb")
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(ldpsqlBin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ldpsql %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
+	run := cliRunner(t)
 	// The first 200 WDBC rows, min-max scaled over the whole data set, as the auxiliary rows.
-	w, err := datasets.LoadWDBC()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := make([][]float32, 200)
-	var vals []string
-	for i := range rows {
-		rows[i] = make([]float32, 30)
-		s := make([]string, 30)
-		for j := range rows[i] {
-			lo, hi := math.Inf(1), math.Inf(-1)
-			for _, r := range w.Features {
-				lo, hi = min(lo, r[j]), max(hi, r[j])
-			}
-			rows[i][j] = float32((w.Features[i][j] - lo) / (hi - lo))
-			s[j] = strconv.FormatFloat(float64(rows[i][j]), 'g', -1, 32)
-		}
-		vals = append(vals, "("+strconv.Itoa(i+1)+", LDP_VECTOR("+strings.Join(s, ", ")+"))")
-	}
+	rows, vals := wdbcAuxRows(t, 200, false)
 	weights := strings.TrimSuffix(strings.Repeat("1, ", 30), ", ")
 	run("sql", "--db", db, "-e", "CREATE TABLE aux (id INT PRIMARY KEY, features LONGBLOB NOT NULL); "+
 		"INSERT INTO aux VALUES "+strings.Join(vals, ", ")+"; "+
@@ -116,30 +91,8 @@ var hexRE = regexp.MustCompile(`[0-9A-F]{200,}`)
 func TestTaskAwareTrainedAudit(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "tat.duckdb")
-	run := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(ldpsqlBin, args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ldpsql %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	w, err := datasets.LoadWDBC()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vals []string
-	for i := range 200 {
-		s := make([]string, 30)
-		for j := range s {
-			lo, hi := math.Inf(1), math.Inf(-1)
-			for _, r := range w.Features {
-				lo, hi = min(lo, r[j]), max(hi, r[j])
-			}
-			s[j] = strconv.FormatFloat((w.Features[i][j]-lo)/(hi-lo), 'g', 7, 64)
-		}
-		vals = append(vals, "("+strconv.Itoa(i+1)+", LDP_VECTOR("+strings.Join(s, ", ")+"), "+strconv.Itoa(w.Labels[i])+")")
-	}
+	run := cliRunner(t)
+	_, vals := wdbcAuxRows(t, 200, true)
 	run("sql", "--db", db, "-e", "CREATE TABLE aux (id INT PRIMARY KEY, features LONGBLOB NOT NULL, label INT NOT NULL); "+
 		"INSERT INTO aux VALUES "+strings.Join(vals, ", "))
 	out := run("train", "--db", db, "--kind", "task_aware", "--name", "ta", "--table", "aux",
@@ -174,4 +127,49 @@ func TestTaskAwareTrainedAudit(t *testing.T) {
 	if point < 0.8 || point > 1.2 {
 		t.Errorf("point estimate %v, want about ε = 1 (encodings Δ1 apart)\n%s", point, out)
 	}
+}
+
+// cliRunner returns a function that runs the ldpsql binary with args and returns its output, failing
+// the test on a non-zero exit.
+func cliRunner(t *testing.T) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(ldpsqlBin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ldpsql %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+}
+
+// wdbcAuxRows returns the first n WDBC rows, min-max scaled over the whole data set, and the same rows
+// as SQL tuples (id, LDP_VECTOR(…)) for an INSERT, with the label appended when withLabel.
+func wdbcAuxRows(t *testing.T, n int, withLabel bool) ([][]float32, []string) {
+	t.Helper()
+	w, err := datasets.LoadWDBC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := make([]float64, 30), make([]float64, 30)
+	for j := range lo {
+		lo[j], hi[j] = math.Inf(1), math.Inf(-1)
+		for _, r := range w.Features {
+			lo[j], hi[j] = min(lo[j], r[j]), max(hi[j], r[j])
+		}
+	}
+	rows, vals := make([][]float32, n), make([]string, n)
+	for i := range rows {
+		rows[i] = make([]float32, 30)
+		s := make([]string, 30)
+		for j := range rows[i] {
+			rows[i][j] = float32((w.Features[i][j] - lo[j]) / (hi[j] - lo[j]))
+			s[j] = strconv.FormatFloat(float64(rows[i][j]), 'g', -1, 32)
+		}
+		label := ""
+		if withLabel {
+			label = ", " + strconv.Itoa(w.Labels[i])
+		}
+		vals[i] = "(" + strconv.Itoa(i+1) + ", LDP_VECTOR(" + strings.Join(s, ", ") + ")" + label + ")"
+	}
+	return rows, vals
 }

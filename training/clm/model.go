@@ -40,15 +40,10 @@ func (m *Model) InputDim() int { return m.inputDim }
 func (m *Model) Encode(rows [][]float32) ([][]float32, error) {
 	n := m.inputDim
 	x := make([]float32, len(rows)*n)
+	if err := checkRows(rows, n, "the encoder takes"); err != nil {
+		return nil, err
+	}
 	for r, row := range rows {
-		if len(row) != n {
-			return nil, fmt.Errorf("clm: row %d has %d features, the encoder takes %d", r+1, len(row), n)
-		}
-		for j, v := range row {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("clm: row %d, feature %d is %v", r+1, j+1, v)
-			}
-		}
 		copy(x[r*n:], row)
 	}
 	m.std.Apply(x)
@@ -78,6 +73,21 @@ func (m *Model) Encode(rows [][]float32) ([][]float32, error) {
 		nn.ClipL1To32(h64, m.cfg.L, out[r])
 	}
 	return out, nil
+}
+
+// checkRows reports the first row that does not have n finite features (want says whose n it is).
+func checkRows(rows [][]float32, n int, want string) error {
+	for r, row := range rows {
+		if len(row) != n {
+			return fmt.Errorf("clm: row %d has %d features, %s %d", r+1, len(row), want, n)
+		}
+		for j, v := range row {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("clm: row %d, feature %d is %v", r+1, j+1, v)
+			}
+		}
+	}
+	return nil
 }
 
 // header is the artifact's JSON header; the payload holds Std's mean and deviation, then each layer's

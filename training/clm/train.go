@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	G "gorgonia.org/gorgonia"
@@ -31,15 +30,8 @@ func Train(ctx context.Context, c Config, rows [][]float32, progress func(nn.Pro
 		return nil, fmt.Errorf("clm: %d rows: want at least 2", len(rows))
 	}
 	n := len(rows[0])
-	for r, x := range rows {
-		if len(x) != n {
-			return nil, fmt.Errorf("clm: row %d has %d features, row 1 has %d", r+1, len(x), n)
-		}
-		for j, v := range x {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("clm: row %d, feature %d is %v", r+1, j+1, v)
-			}
-		}
+	if err := checkRows(rows, n, "row 1 has"); err != nil {
+		return nil, err
 	}
 	if err := configSpec.Wrap(c.withDefaults().validate()); err != nil {
 		return nil, err
