@@ -165,7 +165,9 @@ func (rec *faultRecord) runRelease(db *sql.DB, r faultRelease) bool {
 		rec.statements++
 		return true
 	case killedErr(err):
-		for _, u := range r.units[len(got):] {
+		// The rows not yet received may have been charged: the units the statement selects, less those
+		// received (rows come in unit order).
+		for _, u := range r.units[min(len(got), len(r.units)):] {
 			rec.unanswered[ledgerKey{r.table, r.function, u}]++
 		}
 		return false
