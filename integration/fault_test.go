@@ -165,10 +165,15 @@ func (rec *faultRecord) runRelease(db *sql.DB, r faultRelease) bool {
 		rec.statements++
 		return true
 	case killedErr(err):
-		// The rows not yet received may have been charged: the units the statement selects, less those
-		// received (rows come in unit order).
-		for _, u := range r.units[min(len(got), len(r.units)):] {
-			rec.unanswered[ledgerKey{r.table, r.function, u}]++
+		// The units whose rows did not arrive may have been charged.
+		received := map[string]bool{}
+		for _, id := range got {
+			received[id] = true
+		}
+		for _, u := range r.units {
+			if !received[u] {
+				rec.unanswered[ledgerKey{r.table, r.function, u}]++
+			}
 		}
 		return false
 	case strings.Contains(err.Error(), "budget exceeded"):
