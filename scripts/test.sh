@@ -46,3 +46,15 @@ else
   echo "the -tags openblas build is not tested" >&2
 fi
 go test -count=1 ./...  # -count=1: the integration tests build the binary, which the test cache cannot see
+
+# A short fuzz run per target, beyond the seed corpora (testdata/fuzz and f.Add) that the run above
+# already checks. Go fuzzes one target per package per invocation, hence a loop over package:target.
+fuzz_targets=(
+  udf:FuzzFlipLabel udf:FuzzLDPLaplace udf:FuzzLDPVector udf:FuzzVectorArgument
+  udf:FuzzAccuracyFunctions udf:FuzzRecordedOutputSet udf:FuzzSQLFunctions
+  plugins/internal/wirecodec:FuzzUnmarshal plugins/internal/wirecodec:FuzzRowsRoundTrip
+  plugins/internal/shm:FuzzSpan training/internal/jsonconf:FuzzParseConfig
+)
+for target in "${fuzz_targets[@]}"; do
+  go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZTIME:-5s}" "./${target%%:*}"
+done

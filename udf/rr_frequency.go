@@ -139,6 +139,11 @@ func (b *rrFrequencyBuffer) Update(ctx *sql.Context, row sql.Row) error {
 		if b.k, err = toK(ctx, fn, vals[2]); err != nil {
 			return err
 		}
+		// The estimate needs the k-RR that released the labels; an eps no k-RR accepts (outside
+		// [MinEpsilon, MaxEpsilon]) is refused here, naming the argument, not by Eval after the scan.
+		if _, err := mechanisms.NewKRR(b.eps, b.k); err != nil {
+			return argError(fn, "eps", vals[1], err.Error())
+		}
 		class, err := toInt(ctx, fn, "class", vals[3])
 		if err != nil {
 			return err

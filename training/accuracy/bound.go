@@ -39,17 +39,24 @@ func Bound(eps float64, k int) (float64, error) {
 	// [1, ∞): e^{1/b}/2 · ∫_0^{e^{−1/b}} (1−t)^m dt, written without overflow as
 	// (1 − (1 − e^{−1/b})^{m+1}) / (2 (m+1) e^{−1/b}).
 	q := math.Exp(-1 / b)
-	upper := -math.Expm1((m+1)*math.Log1p(-q)) / (2 * (m + 1) * q)
-	// [0, 1]: (1/2b) e^{(z−1)/b} (1 − e^{−z/b})^m.
-	f := func(z float64) float64 {
+	upper := 0.5 // the limit as q → 0: for ε above about 1490, q underflows and the formula is 0/0
+	if q > 0 {
+		upper = -math.Expm1((m+1)*math.Log1p(-q)) / (2 * (m + 1) * q)
+	}
+	// [0, 1]: (1/2b) e^{(z−1)/b} (1 − e^{−z/b})^m, integrated over u = (1 − z)/b ∈ [0, 1/b] as
+	// ½ e^{−u} (1 − e^{−z/b})^m. Beyond u = 40 it adds under e^{−40}/2 ≈ 2·10⁻¹⁸, so the nodes stop
+	// there: over all of [0, 1] in z, for ε = 10³⁰⁰, every node missed the peak at z = 1 and the
+	// bound came out 0.5.
+	f := func(u float64) float64 {
+		z := 1 - b*u
 		if z <= 0 {
 			if m == 0 {
-				return math.Exp(-1/b) / (2 * b)
+				return math.Exp(-1/b) / 2
 			}
 			return 0
 		}
-		return math.Exp((z-1)/b+m*math.Log1p(-math.Exp(-z/b))) / (2 * b)
+		return math.Exp(-u+m*math.Log1p(-math.Exp(-z/b))) / 2
 	}
-	lower := quad.Fixed(f, 0, 1, 256, quad.Legendre{}, 0)
+	lower := quad.Fixed(f, 0, math.Min(1/b, 40), 256, quad.Legendre{}, 0)
 	return math.Min(1, math.Max(0, lower+upper)), nil
 }

@@ -73,3 +73,22 @@ func TestBoundLargeK(t *testing.T) {
 		}
 	}
 }
+
+// Above ε ≈ 1490 the tail's e^{−ε/2} underflows to 0; the bound was then 0/0 = NaN (found by
+// FuzzAccuracyFunctions in udf). It must approach 1, never exceed it, and not decrease in ε (beyond the
+// quadrature's rounding, about 1e-15 there).
+func TestBoundHugeEpsilon(t *testing.T) {
+	for _, k := range []int{2, 10, 1 << 30} {
+		prev := 0.0
+		for _, eps := range []float64{64, 1000, 1490, 1492, 2000, 1e300, math.MaxFloat64} {
+			a, err := Bound(eps, k)
+			if err != nil || math.IsNaN(a) || a > 1 || a < prev-1e-12 {
+				t.Fatalf("Bound(%v, %d) = %v, %v (previous eps: %v)", eps, k, a, err, prev)
+			}
+			prev = a
+		}
+		if prev < 1-1e-12 {
+			t.Fatalf("Bound(MaxFloat64, %d) = %v, want 1", k, prev)
+		}
+	}
+}
