@@ -224,6 +224,14 @@ func (e *Engine) wrapHandler(h mysql.Handler) (mysql.Handler, error) {
 	return cancelOnDisconnect{h, e}, nil
 }
 
+// NewConnection tells the client in the handshake that its session starts in autocommit mode, as MySQL
+// does: GMS's handshake said nothing, so pymysql (autocommit off by default) took autocommit to be off
+// already, never sent SET AUTOCOMMIT = 0, and its inserts committed at once.
+func (h cancelOnDisconnect) NewConnection(c *mysql.Conn) {
+	h.Handler.NewConnection(c)
+	c.StatusFlags |= uint16(mysql.ServerStatusAutocommit)
+}
+
 func (h cancelOnDisconnect) ConnectionClosed(c *mysql.Conn) {
 	h.Handler.ConnectionClosed(c)
 	h.e.forgetSession(c.ConnectionID)
