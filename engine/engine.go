@@ -143,6 +143,7 @@ func (e *Engine) init(opts []Option) error {
 	}
 	p.ledger = e.Ledger
 	e.OnClose(e.Ledger.close)
+	e.OnClose(p.rollbackAll) // before the ledger closes and DuckDB, which a pinned connection holds open
 	if err := e.ensureDefaultDatabase(); err != nil {
 		return err
 	}
@@ -190,7 +191,7 @@ func (e *Engine) Path() string { return e.path }
 
 // NewContext returns a query context for an in-process session acting as the local root user.
 func (e *Engine) NewContext(ctx context.Context) *sql.Context {
-	session := sql.NewBaseSessionWithClientServer("embedded", sql.Client{User: "root", Address: "localhost"}, 0)
+	session := e.Provider.newSession(sql.NewBaseSessionWithClientServer("embedded", sql.Client{User: "root", Address: "localhost"}, 0))
 	sctx := sql.NewContext(ctx, sql.WithSession(session))
 	sctx.SetCurrentDatabase(DefaultDatabase)
 	return sctx
@@ -217,9 +218,64 @@ func (e *Engine) DB() *gosql.DB {
 		if err != nil {
 			panic(fmt.Sprintf("ldpsql: opening in-process connector: %v", err)) // only malformed DSNs fail
 		}
-		e.sqlDB = gosql.OpenDB(connector)
+		e.sqlDB = gosql.OpenDB(embeddedConnector{connector})
 	})
 	return e.sqlDB
+}
+
+// embeddedConnector gives GMS's database/sql connections real transactions: GMS's driver begins a
+// fake one (its Commit and Rollback do nothing, so a Rollback kept the writes) and its Close does
+// nothing (so a connection closed in a transaction kept it open).
+type embeddedConnector struct{ driver.Connector }
+
+func (c embeddedConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return embeddedConn{conn.(*gmsdriver.Conn)}, nil
+}
+
+// embeddedConn is a GMS driver connection whose BeginTx is START TRANSACTION.
+type embeddedConn struct{ *gmsdriver.Conn }
+
+var _ driver.ConnBeginTx = embeddedConn{}
+
+// Begin implements driver.Conn.
+func (c embeddedConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+// BeginTx implements driver.ConnBeginTx.
+func (c embeddedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	begin := "START TRANSACTION"
+	if opts.ReadOnly {
+		begin += " READ ONLY"
+	}
+	if _, err := c.ExecContext(ctx, begin, nil); err != nil {
+		return nil, err
+	}
+	return embeddedTx{c}, nil
+}
+
+// Close implements driver.Conn: a transaction left open is rolled back.
+func (c embeddedConn) Close() error {
+	if s, ok := c.Session().(*Session); ok {
+		return s.rollback(sql.NewEmptyContext())
+	}
+	return nil
+}
+
+type embeddedTx struct{ c embeddedConn }
+
+func (t embeddedTx) Commit() error {
+	_, err := t.c.ExecContext(context.Background(), "COMMIT", nil)
+	return err
+}
+
+func (t embeddedTx) Rollback() error {
+	_, err := t.c.ExecContext(context.Background(), "ROLLBACK", nil)
+	return err
 }
 
 // embeddedResolver hands the engine's provider to GMS's database/sql driver.
@@ -230,7 +286,7 @@ func (r embeddedResolver) Resolve(string, *gmsdriver.Options) (string, sql.Datab
 }
 
 func (r embeddedResolver) NewSession(context.Context, uint32, *gmsdriver.Connector) (sql.Session, error) {
-	s := sql.NewBaseSessionWithClientServer("embedded", sql.Client{User: "root", Address: "localhost"}, 0)
+	s := r.e.Provider.newSession(sql.NewBaseSessionWithClientServer("embedded", sql.Client{User: "root", Address: "localhost"}, 0))
 	s.SetCurrentDatabase(DefaultDatabase)
 	return s, nil
 }

@@ -144,21 +144,6 @@ func TestQueriesAndDDL(t *testing.T) {
 	}
 }
 
-func TestRollbackIsRefused(t *testing.T) {
-	e := openT(t, MemoryPath)
-	defer e.Close()
-	mustQuery(t, e, "CREATE TABLE r (id INT PRIMARY KEY)")
-	mustQuery(t, e, "START TRANSACTION")
-	mustQuery(t, e, "INSERT INTO r VALUES (1)")
-	if _, _, err := e.Query(e.NewContext(context.Background()), "ROLLBACK"); err == nil || !strings.Contains(err.Error(), "commits every statement") {
-		t.Fatalf("ROLLBACK: %v", err)
-	}
-	mustQuery(t, e, "COMMIT")
-	if r := mustQuery(t, e, "SELECT COUNT(*) FROM r"); r[0][0] != int64(1) {
-		t.Fatalf("%v", r)
-	}
-}
-
 func TestUsersViewsAndDatabaseSQLPersist(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "db.duckdb")
 	e := openT(t, path)

@@ -159,11 +159,13 @@ func withoutMariaDBComments(q string) string {
 	return mariaDBComment.ReplaceAllStringFunc(q, func(c string) string { return strings.Repeat(" ", len(c)) })
 }
 
-// parsed is what every parse of a session's statement is followed by: COMMIT and BEGIN clear the
-// session's writes (transactions.go), every user may read their own ldp_jobs rows (jobs.go), a rename
+// parsed is what every parse of a session's statement is followed by: DDL commits the session's open
+// transaction (implicitCommit, transactions.go), every user may read their own ldp_jobs rows (jobs.go), a rename
 // is kept within the current database (rename.go), and the statement's size is checked.
 func (p boundedParser) parsed(ctx any, stmt ast.Statement) error {
-	p.p.forgetWrites(ctx, stmt)
+	if err := implicitCommit(ctx, stmt); err != nil {
+		return err
+	}
 	p.p.jobsForEveryone(ctx)
 	if err := checkRename(ctx, stmt); err != nil {
 		return err
@@ -220,6 +222,14 @@ type cancelOnDisconnect struct {
 
 func (e *Engine) wrapHandler(h mysql.Handler) (mysql.Handler, error) {
 	return cancelOnDisconnect{h, e}, nil
+}
+
+// NewConnection tells the client in the handshake that its session starts in autocommit mode, as MySQL
+// does: GMS's handshake said nothing, so pymysql (autocommit off by default) took autocommit to be off
+// already, never sent SET AUTOCOMMIT = 0, and its inserts committed at once.
+func (h cancelOnDisconnect) NewConnection(c *mysql.Conn) {
+	h.Handler.NewConnection(c)
+	c.StatusFlags |= uint16(mysql.ServerStatusAutocommit)
 }
 
 func (h cancelOnDisconnect) ConnectionClosed(c *mysql.Conn) {

@@ -42,7 +42,8 @@ type Provider struct {
 	isDBA  func(*sql.Context) bool
 	grants func() *mysql_db.MySQLDb
 
-	wrote sync.Map // session id → true: it wrote since its last COMMIT, BEGIN or ROLLBACK (transactions.go)
+	open     sync.Map // *Session → struct{}: those with a pinned DuckDB transaction (transactions.go)
+	sessions sync.Map // connection id → *Session, for the server's connections (rolled back on disconnect)
 }
 
 var _ sql.MutableDatabaseProvider = (*Provider)(nil)

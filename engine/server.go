@@ -87,8 +87,9 @@ func (e *Engine) sessionBuilder(_ context.Context, conn *mysql.Conn, addr string
 			rd.Close()
 		}
 	}
-	s := sql.NewBaseSessionWithClientServer(addr, client, conn.ConnectionID)
+	s := e.Provider.newSession(sql.NewBaseSessionWithClientServer(addr, client, conn.ConnectionID))
 	s.SetCurrentDatabase(DefaultDatabase)
+	e.Provider.sessions.Store(conn.ConnectionID, s) // for its ROLLBACK at disconnect (forgetSession)
 	return s, nil
 }
 

@@ -68,6 +68,11 @@ func (t *Table) qualified() string {
 	return quoteIdent(t.db.name) + "." + quoteIdent(t.def.name)
 }
 
+// mysqlName is the table's name as a MySQL client writes it, for messages: `db`.`table`.
+func (t *Table) mysqlName() string {
+	return "`" + strings.ReplaceAll(t.db.name, "`", "``") + "`.`" + strings.ReplaceAll(t.def.name, "`", "``") + "`"
+}
+
 // WithProjections implements sql.ProjectedTable.
 func (t *Table) WithProjections(_ *sql.Context, colNames []string) (sql.Table, error) {
 	idx := make([]int, len(colNames))
@@ -126,7 +131,11 @@ func (t *Table) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter
 			args = whereArgs
 		}
 	}
-	rows, err := t.db.p.db.QueryContext(ctx, query, args...)
+	q, _, err := t.querier(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("scanning table %q: %w", t.def.name, err)
 	}
@@ -135,6 +144,16 @@ func (t *Table) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter
 		it.fullScanOf = t.def
 	}
 	return it, nil
+}
+
+// querier is where the table is read: the session's transaction, or the pool. ldpsql's catalog tables
+// (the ledger's among them) are always read on the pool: other connections write them, and a session
+// sees its own charges as soon as they are made, also inside a transaction.
+func (t *Table) querier(ctx *sql.Context) (q duckQuerier, inTx bool, err error) {
+	if t.db.readOnly {
+		return t.db.p.db, false, nil
+	}
+	return t.db.p.querier(ctx)
 }
 
 // hasRowidColumn says whether the table has a column named rowid, which hides DuckDB's row ids.
@@ -163,9 +182,10 @@ const (
 
 type rangeScan struct {
 	def    *tableDef
-	rows   int64 // returned so far
-	tx     *gosql.Tx
-	query  string // with a rowid range to fill in
+	rows   int64       // returned so far
+	q      duckQuerier // tx, or the session's transaction
+	tx     *gosql.Tx   // the scan's own; nil in a session's transaction
+	query  string      // with a rowid range to fill in
 	schema sql.Schema
 	next   int64 // first row id of the next range
 	end    int64 // one past the largest row id
@@ -174,16 +194,25 @@ type rangeScan struct {
 }
 
 func newRangeScan(ctx *sql.Context, t *Table, query string, schema sql.Schema) (*rangeScan, error) {
-	tx, err := t.db.p.db.BeginTx(ctx, nil)
+	q, inTx, err := t.querier(ctx)
 	if err != nil {
 		return nil, err
 	}
+	var tx *gosql.Tx
+	if !inTx {
+		if tx, err = t.db.p.db.BeginTx(ctx, nil); err != nil {
+			return nil, err
+		}
+		q = tx
+	}
 	var last gosql.NullInt64
-	if err := tx.QueryRowContext(ctx, "SELECT max(rowid) FROM "+t.qualified()).Scan(&last); err != nil {
-		_ = tx.Rollback()
+	if err := q.QueryRowContext(ctx, "SELECT max(rowid) FROM "+t.qualified()).Scan(&last); err != nil {
+		if tx != nil {
+			_ = tx.Rollback()
+		}
 		return nil, err
 	}
-	s := &rangeScan{def: t.def, tx: tx, query: query + " WHERE rowid >= ? AND rowid < ?", schema: schema, step: firstScanRange}
+	s := &rangeScan{def: t.def, q: q, tx: tx, query: query + " WHERE rowid >= ? AND rowid < ?", schema: schema, step: firstScanRange}
 	if last.Valid {
 		s.end = last.Int64 + 1
 	}
@@ -212,7 +241,7 @@ func (s *rangeScan) Next(ctx *sql.Context) (sql.Row, error) {
 		}
 		lo, hi := s.next, s.next+s.step
 		s.next, s.step = hi, min(2*s.step, maxScanRange)
-		rows, err := s.tx.QueryContext(ctx, s.query, lo, hi)
+		rows, err := s.q.QueryContext(ctx, s.query, lo, hi)
 		if err != nil {
 			return nil, err
 		}
@@ -226,6 +255,9 @@ func (s *rangeScan) Close(ctx *sql.Context) error {
 	if s.cur != nil {
 		err = s.cur.Close(ctx)
 		s.cur = nil
+	}
+	if s.tx == nil {
+		return err
 	}
 	if rerr := s.tx.Rollback(); rerr != nil && !errors.Is(rerr, gosql.ErrTxDone) && err == nil {
 		err = rerr
@@ -307,7 +339,16 @@ func (t *Table) Truncate(ctx *sql.Context) (int, error) {
 		return 0, t.db.errReadOnly()
 	}
 	defer t.def.wrote()
-	res, err := t.db.p.db.ExecContext(ctx, "DELETE FROM "+t.qualified())
+	s, conn, err := sessionConn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var q duckQuerier = t.db.p.db
+	if conn != nil {
+		s.noteWrite(t.def, t.mysqlName())
+		q = conn
+	}
+	res, err := q.ExecContext(ctx, "DELETE FROM "+t.qualified())
 	if err != nil {
 		return 0, fmt.Errorf("truncating table %q: %w", t.def.name, err)
 	}
@@ -411,6 +452,17 @@ var _ sql.StatisticsTable = (*Table)(nil)
 // for it while planning every query on the table).
 func (t *Table) RowCount(ctx *sql.Context) (uint64, bool, error) {
 	def := t.def
+	q, inTx, err := t.querier(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	if inTx { // the transaction's own snapshot and writes: never from or into the shared cache
+		var n int64
+		if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+t.qualified()).Scan(&n); err != nil {
+			return 0, false, fmt.Errorf("counting rows of %q: %w", def.name, err)
+		}
+		return uint64(n), true, nil
+	}
 	def.countMu.Lock()
 	n, gen := def.rowCount, def.writeGen
 	def.countMu.Unlock()

@@ -17,15 +17,20 @@ import (
 // inside one DuckDB transaction. Inserts stream through DuckDB's appender (no round trip per row);
 // updates and deletes run as prepared statements, after the appender is flushed so the order of
 // operations is kept. StatementComplete commits; DiscardChanges rolls back, so a failed statement
-// leaves no partial write.
+// leaves no partial write. In a session's explicit transaction (transactions.go) the editor writes on
+// the session's pinned connection instead: StatementComplete leaves the writes to the transaction's
+// COMMIT, and DiscardChanges rolls the whole transaction back (DuckDB cannot undo one statement).
 type tableEditor struct {
 	t *Table
 
-	conn      *gosql.Conn
-	appender  *duckdb.Appender
-	deleteSQL *gosql.Stmt
-	updateSQL *gosql.Stmt
-	keyCols   []int // columns that identify a row: the primary key, or every column
+	session *Session // non-nil: conn is the session's transaction, not the editor's own
+	// discardCause is the error DiscardChanges was given: why a session's transaction is rolled back.
+	discardCause error
+	conn         *gosql.Conn
+	appender     *duckdb.Appender
+	deleteSQL    *gosql.Stmt
+	updateSQL    *gosql.Stmt
+	keyCols      []int // columns that identify a row: the primary key, or every column
 	// checkKeys: an upsert's editor (upsert.go), which inserts row by row after a lookup by key.
 	checkKeys            bool
 	insertSQL, selectSQL *gosql.Stmt
@@ -54,7 +59,16 @@ func (e *tableEditor) begin(ctx *sql.Context) error {
 	if e.t.db.readOnly {
 		return e.t.db.errReadOnly()
 	}
-	conn, err := e.t.db.p.db.Conn(ctx)
+	s, conn, err := sessionConn(ctx)
+	if err != nil {
+		return err
+	}
+	if conn != nil {
+		s.noteWrite(e.t.def, e.t.mysqlName())
+		e.session, e.conn = s, conn
+		return nil
+	}
+	conn, err = e.t.db.p.db.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -74,6 +88,7 @@ func (e *tableEditor) DiscardChanges(ctx *sql.Context, errorEncountered error) e
 	if _, ignorable := errorEncountered.(sql.IgnorableError); ignorable {
 		return nil
 	}
+	e.discardCause = errorEncountered
 	return e.finish(ctx, false)
 }
 
@@ -92,9 +107,8 @@ func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
 	if e.conn == nil {
 		return nil
 	}
-	conn := e.conn
-	e.conn = nil
-	defer conn.Close()
+	conn, session := e.conn, e.session
+	e.conn, e.session = nil, nil
 	defer e.t.def.wrote() // after the commit or rollback, so no stale count is cached
 	err := e.closeAppender()
 	for _, stmt := range []*gosql.Stmt{e.deleteSQL, e.updateSQL, e.insertSQL, e.selectSQL} {
@@ -103,6 +117,20 @@ func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
 		}
 	}
 	e.deleteSQL, e.updateSQL, e.insertSQL, e.selectSQL = nil, nil, nil, nil
+	if session != nil {
+		if err != nil || !commit {
+			cause := e.translate(err)
+			if cause == nil {
+				cause = e.discardCause
+			}
+			if cause == nil {
+				cause = errors.New("the statement failed")
+			}
+			session.abort(ctx, cause)
+		}
+		return e.translate(err)
+	}
+	defer conn.Close()
 	if err == nil && commit {
 		if _, err = conn.ExecContext(ctx, "COMMIT"); err == nil {
 			return nil
@@ -300,6 +328,9 @@ func (e *tableEditor) translate(err error) error {
 	var sqlErr *mysql.SQLError
 	if errors.As(err, &sqlErr) {
 		return err
+	}
+	if isWriteConflict(err) {
+		return errWriteConflict(e.t.mysqlName(), err)
 	}
 	return fmt.Errorf("table %q: %w", e.t.def.name, err)
 }

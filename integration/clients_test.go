@@ -49,9 +49,9 @@ func lastLine(s string) string {
 	return s
 }
 
-// Python analysts' clients against `ldpsql serve` (issue #18): pymysql's rollback() after reads and
-// after a write, SQLAlchemy's reflection, pooled connections and engine.begin(), pandas' read_sql and
-// to_sql through an engine. testdata/python_clients.py makes the checks and names the one that fails.
+// Python analysts' clients against `ldpsql serve` (issue #18): pymysql's commit() and rollback() (which
+// undoes inserts), SQLAlchemy's reflection, pooled connections and engine.begin() (committed, and rolled
+// back by an exception), pandas' read_sql and to_sql through an engine and inside a transaction. testdata/python_clients.py makes the checks and names the one that fails.
 func TestPythonClients(t *testing.T) {
 	python := pythonWithClients(t)
 	s := startServer(t, filepath.Join(t.TempDir(), "data.duckdb"))
