@@ -6,47 +6,54 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
+	"github.com/ldpsql/ldpsql/udf"
 )
 
-// loadCmd is `ldpsql load`: a CSV file into an existing table.
+// loadCmd is `ldpsql load`: a CSV or Parquet file into an existing table, with feature columns packed
+// into one vector column on the way when asked.
 func loadCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("load", "Load a CSV file (or - for standard input) into an existing table, in process on a DuckDB file (--db)\nor on a running `ldpsql serve` as multi-row INSERTs (--addr). The first line names the columns, in any\norder (columns left out get their defaults); an empty field is NULL; the values are converted to the\ncolumns' types as an INSERT converts them. Each INSERT commits on its own: a bad row stops the load\nwith the rows before its batch in place.",
+	fs := newFlagSet("load", "Load a CSV or Parquet file (by its extension; - reads CSV from standard input) into an existing table,\nin process on a DuckDB file (--db) or on a running `ldpsql serve` as multi-row INSERTs (--addr). The\nfile's columns are matched to the table's by name, in any order (columns left out get their defaults);\nan empty CSV field is NULL; values are converted to the columns' types as an INSERT converts them.\n--features packs the named numeric columns (a Parquet list column counts as all its values) into one\nvector column, as LDP_VECTOR packs them, and --label loads a column into the table's label column.\nEach INSERT commits on its own: a bad row stops the load with the rows before its batch in place.",
 		`  ldpsql sql -e "CREATE TABLE people (id INT PRIMARY KEY, age INT, city VARCHAR(40))"
   ldpsql load --table people people.csv
+  ldpsql sql -e "CREATE TABLE patients (id INT PRIMARY KEY, features LONGBLOB, label INT)"
+  ldpsql load --table patients --features radius,texture,area --label diagnosis wdbc.parquet
   LDPSQL_PASSWORD=secret ldpsql load --addr 127.0.0.1:3306 --table people people.csv
 `, stderr)
 	tgt := addTargetFlags(fs, "DuckDB file")
 	table := fs.String("table", "", "table to load into (db.table for another database)")
+	featureList := fs.String("features", "", "comma-separated columns of the file to pack, in this order, into one vector column (see --vector-column)")
+	vectorCol := fs.String("vector-column", "features", "the table's column that --features are packed into")
+	labelCol := fs.String("label", "", "a column of the file to load into the table's label column")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *table == "" || fs.NArg() != 1 {
-		return fmt.Errorf("usage: ldpsql load --table TABLE [--db PATH | --addr HOST:PORT] FILE.csv (or - for standard input)")
+		return fmt.Errorf("usage: ldpsql load --table TABLE [--features COLS [--vector-column COL]] [--label COL] [--db PATH | --addr HOST:PORT] FILE.csv|FILE.parquet (or - for CSV on standard input)")
 	}
-	in, name := stdin, "standard input"
-	if path := fs.Arg(0); path != "-" {
-		f, err := os.Open(path)
+	path, name := fs.Arg(0), fs.Arg(0)
+	if path == "-" {
+		tmp, err := spoolStdin(stdin)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		in, name = f, path
+		defer os.Remove(tmp)
+		path, name = tmp, "standard input"
 	}
-	r := csv.NewReader(in)
-	r.ReuseRecord = false
-	header, err := r.Read()
-	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s is empty: its first line must name the columns", name)
-	}
+	src, err := rowfile.Open(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	for i, h := range header {
-		header[i] = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+	defer src.Close()
+	plan, err := planLoad(src.Columns(), *featureList, *vectorCol, *labelCol)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
 
 	ctx := context.Background()
@@ -63,28 +70,26 @@ func loadCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	for _, c := range cols {
 		known[strings.ToLower(c)] = true
 	}
-	for _, h := range header {
+	for _, h := range plan.into {
 		if !known[strings.ToLower(h)] {
 			return fmt.Errorf("%s names column %q, which %s does not have (its columns: %s)", name, h, *table, strings.Join(cols, ", "))
 		}
 	}
 
 	start := time.Now()
-	n, err := s.insertRows(ctx, *table, header, func() ([][]any, error) {
+	n, err := s.insertRows(ctx, *table, plan.into, func() ([][]any, error) {
 		var batch [][]any
 		for len(batch) < 1000 {
-			rec, err := r.Read()
+			cells, err := src.Next()
 			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
-			row := make([]any, len(rec))
-			for i, v := range rec {
-				if v != "" {
-					row[i] = v
-				}
+			row, err := plan.row(cells)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", strings.Replace(src.Where(), path, name, 1), err)
 			}
 			batch = append(batch, row)
 		}
@@ -95,6 +100,131 @@ func loadCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "loaded %d rows from %s into %s in %.1f s\n", n, name, *table, time.Since(start).Seconds())
 	return s.close()
+}
+
+// spoolStdin copies standard input to a temporary CSV file (the row reader reads files) and returns its
+// path.
+func spoolStdin(stdin io.Reader) (string, error) {
+	f, err := os.CreateTemp("", "ldpsql-load-*.csv")
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(f, stdin); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", fmt.Errorf("reading standard input: %w", err)
+	}
+	return f.Name(), f.Close()
+}
+
+// loadPlan maps a file's columns to a table's: into names the table's columns in the order row returns
+// their values.
+type loadPlan struct {
+	names    []string // the file's columns
+	into     []string
+	plain    []int // file columns loaded as they are, in into's order
+	features []int // file columns packed, in order, into the last of into (none: no vector column)
+}
+
+// planLoad checks --features and --label against the file's columns.
+func planLoad(cols []rowfile.Column, featureList, vectorCol, labelCol string) (loadPlan, error) {
+	index := map[string]int{}
+	var names []string
+	for i, c := range cols {
+		index[strings.ToLower(c.Name)] = i
+		names = append(names, c.Name)
+	}
+	find := func(flag, col string) (int, error) {
+		i, ok := index[strings.ToLower(strings.TrimSpace(col))]
+		if !ok {
+			return 0, fmt.Errorf("%s names column %q, which the file does not have (its columns: %s)", flag, strings.TrimSpace(col), strings.Join(names, ", "))
+		}
+		return i, nil
+	}
+	p := loadPlan{names: names}
+	packed := map[int]bool{}
+	if featureList != "" {
+		for _, c := range strings.Split(featureList, ",") {
+			i, err := find("--features", c)
+			if err != nil {
+				return p, err
+			}
+			if packed[i] {
+				return p, fmt.Errorf("--features names column %q twice", cols[i].Name)
+			}
+			packed[i] = true
+			p.features = append(p.features, i)
+		}
+	}
+	label := -1
+	if labelCol != "" {
+		i, err := find("--label", labelCol)
+		if err != nil {
+			return p, err
+		}
+		if packed[i] {
+			return p, fmt.Errorf("--label column %q is also one of --features", cols[i].Name)
+		}
+		label = i
+	}
+	for i, c := range cols {
+		switch {
+		case packed[i]:
+		case i == label:
+			p.plain, p.into = append(p.plain, i), append(p.into, "label")
+		case c.Kind == rowfile.KindVector:
+			return p, fmt.Errorf("column %q holds lists of numbers: name it in --features to pack it into a vector column", c.Name)
+		default:
+			p.plain, p.into = append(p.plain, i), append(p.into, c.Name)
+		}
+	}
+	if len(p.features) > 0 {
+		for _, h := range p.into {
+			if strings.EqualFold(h, vectorCol) {
+				return p, fmt.Errorf("the file has a column %q besides --features, which are packed into the table's column of that name (choose another with --vector-column)", h)
+			}
+		}
+		p.into = append(p.into, vectorCol)
+	}
+	return p, nil
+}
+
+// row returns the values of one file row for the table's columns in p.into: the plain cells as they
+// are (a CSV cell is text; NULL stays NULL), the features packed little-endian float32.
+func (p loadPlan) row(cells []any) ([]any, error) {
+	row := make([]any, 0, len(p.into))
+	for _, i := range p.plain {
+		v := cells[i]
+		if s, ok := v.(string); ok && s == "" {
+			v = nil
+		}
+		row = append(row, v)
+	}
+	if len(p.features) == 0 {
+		return row, nil
+	}
+	var vec []float32
+	for _, i := range p.features {
+		from := len(vec)
+		var err error
+		if list, ok := cells[i].([]any); ok {
+			vec, err = rowfile.Floats(vec, list)
+		} else {
+			var f float32
+			if f, err = rowfile.Float32(cells[i]); err == nil {
+				vec = append(vec, f)
+			}
+		}
+		for _, f := range vec[from:] {
+			if err == nil && (math.IsNaN(float64(f)) || math.IsInf(float64(f), 0)) {
+				err = fmt.Errorf("%v is not a finite number", f)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("feature column %s: %w", p.names[i], err)
+		}
+	}
+	return append(row, udf.PackVector(vec)), nil
 }
 
 // exportCmd is `ldpsql export`: a table or a query's result as CSV.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
 )
 
 func TestLoadExportCSV(t *testing.T) {
@@ -58,5 +60,54 @@ func TestLoadExportCSV(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "bad.csv")); !os.IsNotExist(err) {
 		t.Errorf("a failed export left its file: %v", err)
+	}
+}
+
+// load --features packs feature columns (CSV numbers, or a Parquet list column) into a vector column as
+// LDP_VECTOR packs them, and --label loads a column into label; bad features are errors naming them.
+func TestLoadPacksFeatures(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "f.duckdb")
+	if code, _, errOut := runCLI(t, "", "sql", "--db", db, "-e", "CREATE TABLE pts (id INT PRIMARY KEY, features LONGBLOB, label INT)"); code != 0 {
+		t.Fatal(errOut)
+	}
+	in := "id,a,b,c,diagnosis\n1,0.5,-2,3e2,1\n2,0,0,1,0\n"
+	if code, out, errOut := runCLI(t, in, "load", "--db", db, "--table", "pts", "--features", "a, b,c", "--label", "diagnosis", "-"); code != 0 || !strings.Contains(out, "loaded 2 rows") {
+		t.Fatalf("load: %d %s %s", code, out, errOut)
+	}
+	pq := filepath.Join(dir, "pts.parquet")
+	sink, err := rowfile.Create(pq, []rowfile.Column{{Name: "id", Kind: rowfile.KindInt}, {Name: "x", Kind: rowfile.KindVector, Width: 3}, {Name: "y", Kind: rowfile.KindInt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Write(3, []float32{1, 2, 3}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Finish([]byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI(t, "", "load", "--db", db, "--table", "pts", "--features", "x", "--label", "y", pq); code != 0 || !strings.Contains(out, "loaded 1 rows") {
+		t.Fatalf("load parquet: %d %s %s", code, out, errOut)
+	}
+	code, out, errOut := runCLI(t, "", "export", "--db", db, "--query",
+		"SELECT id, features = LDP_VECTOR(0.5, -2, 300) OR features = LDP_VECTOR(0, 0, 1) OR features = LDP_VECTOR(1, 2, 3) AS packed, LENGTH(features) AS bytes, label FROM pts ORDER BY id")
+	if want := "id,packed,bytes,label\n1,true,12,1\n2,true,12,0\n3,true,12,1\n"; code != 0 || out != want {
+		t.Fatalf("loaded rows: %d %s\n%s\nwant\n%s", code, errOut, out, want)
+	}
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"id,a\n9,x\n", []string{"--features", "a"}, `line 2: feature column a: "x" is not a number`},
+		{"id,a\n9,NaN\n", []string{"--features", "a"}, "feature column a: NaN is not a finite number"},
+		{"id,a\n9,1\n", []string{"--features", "a,nope"}, `--features names column "nope", which the file does not have (its columns: id, a)`},
+		{"id,a\n9,1\n", []string{"--features", "a", "--label", "a"}, "also one of --features"},
+		{"id,features,a\n9,1,2\n", []string{"--features", "a"}, `the file has a column "features" besides --features`},
+	} {
+		args := append([]string{"load", "--db", db, "--table", "pts"}, tc.args...)
+		if code, _, errOut := runCLI(t, tc.stdin, append(args, "-")...); code != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %q; want %q", tc.args, code, errOut, tc.want)
+		}
 	}
 }

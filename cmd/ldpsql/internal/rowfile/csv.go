@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // csvSource reads a CSV file whose first line names its columns.
@@ -34,7 +35,8 @@ func openCSV(path string) (*csvSource, error) {
 	}
 	cols := make([]Column, len(header))
 	for i, h := range header {
-		cols[i] = Column{Name: h, Kind: KindScalar}
+		// Spreadsheets write a byte-order mark and spaces around names.
+		cols[i] = Column{Name: strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")), Kind: KindScalar}
 	}
 	r.ReuseRecord = true
 	return &csvSource{path: path, f: f, r: r, cols: cols, line: 1}, nil
