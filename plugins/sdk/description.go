@@ -100,8 +100,10 @@ func (s OutputSet) Validate(outputDim int) error {
 		}
 		for i := range s.Lo {
 			lo, hi := s.Lo[i], s.Hi[i]
-			if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) || lo > hi {
-				return fmt.Errorf("box coordinate %d: [%v, %v] is not a finite interval", i, lo, hi)
+			// The host's randomisers (mechanisms.Box) need lo < hi with a finite width: a set they
+			// refuse would register and then fail every release.
+			if math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) || !(lo < hi) || math.IsInf(hi-lo, 0) {
+				return fmt.Errorf("box coordinate %d: [%v, %v] is not a finite interval with lo < hi (a constant coordinate releases nothing: leave it out or widen it)", i, lo, hi)
 			}
 		}
 		return nil

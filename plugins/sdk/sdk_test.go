@@ -258,7 +258,7 @@ func TestDescriptionValidateAndProto(t *testing.T) {
 	good := []Description{
 		{Name: "a"},
 		{Name: "a", InputDim: 5, OutputDim: 2, OutputSet: L1Ball(3), ProtocolVersion: 1, HasDecoder: true},
-		{Name: "a", InputDim: 1, OutputDim: 2, OutputSet: Box([]float64{-1, 0}, []float64{1, 0}), CanFit: true},
+		{Name: "a", InputDim: 1, OutputDim: 2, OutputSet: Box([]float64{-1, 0}, []float64{1, 0.5}), CanFit: true},
 	}
 	for _, d := range good {
 		if err := d.Validate(); err != nil {
@@ -278,6 +278,9 @@ func TestDescriptionValidateAndProto(t *testing.T) {
 		{Name: "a", InputDim: 1, OutputDim: 1, OutputSet: L1Ball(math.Inf(1))},
 		{Name: "a", InputDim: 1, OutputDim: 2, OutputSet: Box([]float64{0}, []float64{1})},
 		{Name: "a", InputDim: 1, OutputDim: 1, OutputSet: Box([]float64{1}, []float64{0})},
+		// A constant coordinate: the host's randomisers refuse it, so registration must.
+		{Name: "a", InputDim: 1, OutputDim: 2, OutputSet: Box([]float64{-1, 0}, []float64{1, 0})},
+		{Name: "a", InputDim: 1, OutputDim: 1, OutputSet: Box([]float64{-math.MaxFloat64}, []float64{math.MaxFloat64})},
 		{Name: "a", InputDim: 1, OutputDim: 1, OutputSet: Box([]float64{math.Inf(-1)}, []float64{0})},
 		{Name: "a", InputDim: 1, OutputDim: 1, OutputSet: OutputSet{Kind: 7}},
 	}
