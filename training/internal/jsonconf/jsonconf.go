@@ -120,6 +120,39 @@ func (s *Spec) decode(raw []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return s.Errorf("trailing data after the JSON object")
 	}
+	return s.exactKeys(raw, dst)
+}
+
+// exactKeys refuses what encoding/json lets through: a key that matches a known one only when case is
+// ignored ("D" for "d"), and a key given twice (the last would win silently).
+func (s *Spec) exactKeys(raw []byte, dst any) error {
+	known := map[string]bool{}
+	for _, k := range keys(dst) {
+		known[k] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil // decode has accepted it: not an object only when null
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return s.Errorf("invalid JSON: %v", err)
+		}
+		k, _ := t.(string)
+		if !known[k] {
+			return s.Errorf("unknown %s %q (keys are case-sensitive; known: %s)", s.Noun, k, strings.Join(keys(dst), ", "))
+		}
+		if seen[k] {
+			return s.Errorf("%s %q given twice", s.Noun, k)
+		}
+		seen[k] = true
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return s.Errorf("invalid JSON: %v", err)
+		}
+	}
 	return nil
 }
 
