@@ -45,16 +45,16 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 	h := artifactHeader{Format: artifactFormat, InputDim: m.inputDim, Config: m.Config(), BTrain: m.bTrain, Shift: m.shift, Scale: m.scale}
 	n := 0
 	for _, l := range m.layers() {
-		h.Layers = append(h.Layers, [2]int{l.in, l.out})
-		n += len(l.w) + len(l.b)
+		h.Layers = append(h.Layers, [2]int{l.In, l.Out})
+		n += len(l.W) + len(l.B)
 	}
 	b, err := artifactFrame.Begin(ArtifactVersion, h, 4*n)
 	if err != nil {
 		return nil, err
 	}
 	for _, l := range m.layers() {
-		b = artifact.AppendFloat32s(b, l.w)
-		b = artifact.AppendFloat32s(b, l.b)
+		b = artifact.AppendFloat32s(b, l.W)
+		b = artifact.AppendFloat32s(b, l.B)
 	}
 	return artifact.Seal(b), nil
 }
@@ -126,7 +126,7 @@ func UnmarshalModel(data []byte) (*Model, error) {
 	m.bTrain, m.shift, m.scale = h.BTrain, h.Shift, h.Scale
 	r := artifact.NewReader(fr.Payload)
 	for li, l := range m.layers() {
-		if !r.Float32s(l.w) || !r.Float32s(l.b) {
+		if !r.Float32s(l.W) || !r.Float32s(l.B) {
 			return nil, badArtifact("layer %d has a non-finite weight", li)
 		}
 	}

@@ -167,10 +167,10 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 		return v
 	}
 	param := func(name string, l *layer) (w, b *G.Node) {
-		w = G.NewMatrix(g, dt, G.WithShape(l.in, l.out), G.WithName(name+".w"),
-			G.WithValue(tensor.New(tensor.WithShape(l.in, l.out), tensor.WithBacking(backing(l.w)))))
-		b = G.NewMatrix(g, dt, G.WithShape(1, l.out), G.WithName(name+".b"),
-			G.WithValue(tensor.New(tensor.WithShape(1, l.out), tensor.WithBacking(backing(l.b)))))
+		w = G.NewMatrix(g, dt, G.WithShape(l.In, l.Out), G.WithName(name+".w"),
+			G.WithValue(tensor.New(tensor.WithShape(l.In, l.Out), tensor.WithBacking(backing(l.W)))))
+		b = G.NewMatrix(g, dt, G.WithShape(1, l.Out), G.WithName(name+".b"),
+			G.WithValue(tensor.New(tensor.WithShape(1, l.Out), tensor.WithBacking(backing(l.B)))))
 		tg.params = append(tg.params, w, b)
 		return w, b
 	}
@@ -180,7 +180,7 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 	for i := range m.enc {
 		w, b := param(fmt.Sprintf("enc%d", i), &m.enc[i])
 		in := h
-		probe := tg.probe(g, dt, bs, m.enc[i].out)
+		probe := tg.probe(g, dt, bs, m.enc[i].Out)
 		if h, err = graph.DenseProbed(h, w, b, probe, reluIf(i < len(m.enc)-1)); err != nil {
 			return nil, fmt.Errorf("encoder layer %d: %w", i, err)
 		}
@@ -217,7 +217,7 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 	for i := range m.dec {
 		w, bb := param(fmt.Sprintf("dec%d", i), &m.dec[i])
 		in := a
-		probe := tg.probe(g, dt, bs, m.dec[i].out)
+		probe := tg.probe(g, dt, bs, m.dec[i].Out)
 		if a, err = graph.DenseProbed(a, w, bb, probe, reluIf(i < len(m.dec)-1)); err != nil {
 			return nil, fmt.Errorf("decoder layer %d: %w", i, err)
 		}
@@ -279,11 +279,11 @@ func (tg *trainGraph) copyWeights(m *Model) error {
 		if err != nil {
 			return err
 		}
-		if len(w) != len(l.w) || len(b) != len(l.b) {
-			return fmt.Errorf("layer %d: graph has %d+%d values, model %d+%d", i, len(w), len(b), len(l.w), len(l.b))
+		if len(w) != len(l.W) || len(b) != len(l.B) {
+			return fmt.Errorf("layer %d: graph has %d+%d values, model %d+%d", i, len(w), len(b), len(l.W), len(l.B))
 		}
-		copy(l.w, w)
-		copy(l.b, b)
+		copy(l.W, w)
+		copy(l.B, b)
 	}
 	if tg.logb != nil {
 		v, err := graph.F32s(tg.logb.Value())

@@ -401,15 +401,15 @@ func refELBO(m *Model, p []float64, x, xi [][]float64, w []float64) float64 {
 	off := 0
 	next := func(n int) []float64 { s := p[off : off+n]; off += n; return s }
 	type lay struct {
-		in, out int
-		w, b    []float64
+		In, Out int
+		W, B    []float64
 	}
 	var enc, dec []lay
 	for _, l := range m.enc {
-		enc = append(enc, lay{l.in, l.out, next(l.in * l.out), next(l.out)})
+		enc = append(enc, lay{l.In, l.Out, next(l.In * l.Out), next(l.Out)})
 	}
 	for _, l := range m.dec {
-		dec = append(dec, lay{l.in, l.out, next(l.in * l.out), next(l.out)})
+		dec = append(dec, lay{l.In, l.Out, next(l.In * l.Out), next(l.Out)})
 	}
 	b := float64(m.bTrain)
 	logb := math.Log(b)
@@ -419,11 +419,11 @@ func refELBO(m *Model, p []float64, x, xi [][]float64, w []float64) float64 {
 	}
 	fwd := func(ls []lay, v []float64) []float64 {
 		for li, l := range ls {
-			y := make([]float64, l.out)
+			y := make([]float64, l.Out)
 			for j := range y {
-				y[j] = l.b[j]
+				y[j] = l.B[j]
 				for i := range v {
-					y[j] += v[i] * l.w[i*l.out+j]
+					y[j] += v[i] * l.W[i*l.Out+j]
 				}
 				if li < len(ls)-1 {
 					y[j] = max(y[j], 0)
@@ -472,8 +472,8 @@ func TestTrainGraphEndToEnd(t *testing.T) {
 		const in, bs = 6, 4
 		m := randomModel(9, cfg, in)
 		for _, l := range m.layers() { // larger weights: some rows land outside the ball
-			for k := range l.w {
-				l.w[k] *= 2
+			for k := range l.W {
+				l.W[k] *= 2
 			}
 		}
 		r := rand.New(rand.NewPCG(4, 4))
@@ -597,13 +597,13 @@ func refEncoderH(m *Model, p []float64, x []float64) []float64 {
 	off := 0
 	v := x
 	for li, l := range m.enc {
-		w, b := p[off:off+l.in*l.out], p[off+l.in*l.out:off+l.in*l.out+l.out]
-		off += l.in*l.out + l.out
-		y := make([]float64, l.out)
+		w, b := p[off:off+l.In*l.Out], p[off+l.In*l.Out:off+l.In*l.Out+l.Out]
+		off += l.In*l.Out + l.Out
+		y := make([]float64, l.Out)
 		for j := range y {
 			y[j] = b[j]
 			for i := range v {
-				y[j] += v[i] * w[i*l.out+j]
+				y[j] += v[i] * w[i*l.Out+j]
 			}
 			if li < len(m.enc)-1 {
 				y[j] = max(y[j], 0)

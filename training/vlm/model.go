@@ -7,17 +7,13 @@ import (
 	"slices"
 	"sync"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
-
 	"github.com/ldpsql/ldpsql/training/nn"
+	"github.com/ldpsql/ldpsql/training/nn/graph"
 )
 
-// layer is a dense layer y = x·W + b; W is in×out, row-major.
-type layer struct {
-	in, out int
-	w, b    []float32
-}
+// layer is a dense layer (graph.Layer, shared with the other graph-trained models): ReLU in the hidden
+// layers, identity in the last of the encoder and of the decoder.
+type layer = graph.Layer
 
 // Model is a trained VLM: the encoder and decoder weights (float32), the
 // configuration it was trained with and its input dimension. A Model is
@@ -64,17 +60,19 @@ func encoderSizes(cfg Config, inputDim int) []int {
 func newModel(cfg Config, inputDim int) *Model {
 	m := &Model{cfg: cfg, inputDim: inputDim}
 	es := encoderSizes(cfg, inputDim)
+	act := func(last bool) graph.Activation {
+		if last {
+			return graph.Identity
+		}
+		return graph.ReLU
+	}
 	for i := 0; i+1 < len(es); i++ {
-		m.enc = append(m.enc, newLayer(es[i], es[i+1]))
+		m.enc = append(m.enc, graph.NewLayer(es[i], es[i+1], act(i+2 == len(es))))
 	}
 	for i := len(es) - 1; i > 0; i-- {
-		m.dec = append(m.dec, newLayer(es[i], es[i-1]))
+		m.dec = append(m.dec, graph.NewLayer(es[i], es[i-1], act(i == 1)))
 	}
 	return m
-}
-
-func newLayer(in, out int) layer {
-	return layer{in: in, out: out, w: make([]float32, in*out), b: make([]float32, out)}
 }
 
 // layers lists the encoder's then the decoder's layers.
@@ -313,32 +311,7 @@ func (ws *workspace) load(what string, rows [][]float32, lo, hi int) error {
 // the last, the ReLU in one pass) and returns the last layer's output,
 // row-major. The result is valid until the next call.
 func (ws *workspace) forward(ls []layer, n int) []float32 {
-	x := ws.buf(0, n*ls[0].in)
-	for li, l := range ls {
-		y := ws.buf(1+li, n*l.out)
-		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
-			blas32.General{Rows: n, Cols: l.in, Stride: l.in, Data: x},
-			blas32.General{Rows: l.in, Cols: l.out, Stride: l.out, Data: l.w},
-			0, blas32.General{Rows: n, Cols: l.out, Stride: l.out, Data: y})
-		relu := li < len(ls)-1
-		for i := 0; i < n; i++ {
-			yr := y[i*l.out : (i+1)*l.out : (i+1)*l.out]
-			b := l.b[:len(yr)]
-			if relu {
-				for k, v := range yr {
-					// Branch-free; max(NaN, 0) is NaN, so overflow
-					// is detected at the end.
-					yr[k] = max(v+b[k], 0)
-				}
-			} else {
-				for k := range yr {
-					yr[k] += b[k]
-				}
-			}
-		}
-		x = y
-	}
-	return x
+	return graph.ForwardBatchInto(ls, ws.buf(0, n*ls[0].In), n, func(i, size int) []float32 { return ws.buf(1+i, size) })
 }
 
 // forwardScaled runs one row through the layers in float64 without
@@ -357,15 +330,15 @@ func forwardScaled(ls []layer, row []float32) (a []float64, s int) {
 	}
 	for li, l := range ls {
 		s += normalise(a)
-		y := make([]float64, l.out)
+		y := make([]float64, l.Out)
 		for j := range y {
-			y[j] = math.Ldexp(float64(l.b[j]), -s)
+			y[j] = math.Ldexp(float64(l.B[j]), -s)
 		}
 		for i, ai := range a {
 			if ai == 0 {
 				continue
 			}
-			w := l.w[i*l.out : (i+1)*l.out]
+			w := l.W[i*l.Out : (i+1)*l.Out]
 			for j, wj := range w {
 				y[j] += ai * float64(wj)
 			}

@@ -193,14 +193,14 @@ func (m *Model) initWeights(r *rand.Rand) {
 			l := &ls[i]
 			var lim float64
 			if i < len(ls)-1 {
-				lim = math.Sqrt(6 / float64(l.in))
+				lim = math.Sqrt(6 / float64(l.In))
 			} else {
-				lim = math.Sqrt(6 / float64(l.in+l.out))
+				lim = math.Sqrt(6 / float64(l.In+l.Out))
 			}
-			for k := range l.w {
-				l.w[k] = float32((2*r.Float64() - 1) * lim)
+			for k := range l.W {
+				l.W[k] = float32((2*r.Float64() - 1) * lim)
 			}
-			clear(l.b)
+			clear(l.B)
 		}
 	}
 	fill(m.enc)
@@ -214,12 +214,12 @@ func (m *Model) initWeights(r *rand.Rand) {
 
 func (m *Model) checkFinite() error {
 	for li, l := range m.layers() {
-		for _, v := range l.w {
+		for _, v := range l.W {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return fmt.Errorf("vlm: training diverged: layer %d has non-finite weights", li)
 			}
 		}
-		for _, v := range l.b {
+		for _, v := range l.B {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 				return fmt.Errorf("vlm: training diverged: layer %d has non-finite biases", li)
 			}

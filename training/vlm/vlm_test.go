@@ -188,7 +188,7 @@ func TestLinearVariantTrains(t *testing.T) {
 	cfg.Linear = true
 	cfg.Hidden = []int{99} // ignored for the linear variant
 	m, ps := trainOrFatal(t, cfg, rows)
-	if len(m.enc) != 1 || len(m.dec) != 1 || m.enc[0].in != 20 || m.enc[0].out != 4 || m.dec[0].out != 20 {
+	if len(m.enc) != 1 || len(m.dec) != 1 || m.enc[0].In != 20 || m.enc[0].Out != 4 || m.dec[0].Out != 20 {
 		t.Fatalf("linear model layers: enc %d, dec %d", len(m.enc), len(m.dec))
 	}
 	if c := m.Config(); !c.Linear || c.Hidden != nil {
@@ -244,8 +244,8 @@ func randomModel(seed uint64, cfg Config, inputDim int) *Model {
 	r := rand.New(rand.NewPCG(seed, 5))
 	m.initWeights(r)
 	for _, l := range m.layers() { // non-zero biases too
-		for k := range l.b {
-			l.b[k] = float32(r.NormFloat64())
+		for k := range l.B {
+			l.B[k] = float32(r.NormFloat64())
 		}
 	}
 	return m
@@ -317,8 +317,8 @@ func TestEncodeBoundAdversarial(t *testing.T) {
 	// Weights so large that the float32 pass overflows for ordinary inputs.
 	huge := randomModel(3, Config{Hidden: []int{20}, D: 3, L: 1}, 10)
 	for _, l := range huge.layers() {
-		for k := range l.w {
-			l.w[k] *= 1e37
+		for k := range l.W {
+			l.W[k] *= 1e37
 		}
 	}
 	checkInBall(t, huge, [][]float32{row(func(i int) float32 { return 1 })[:10], row(func(i int) float32 { return -big })[:10]})

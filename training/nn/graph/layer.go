@@ -112,23 +112,40 @@ func CloneLayers(ls []Layer) []Layer {
 // layer (OpenBLAS under -tags openblas), and returns the n × Out outputs. A value that overflows float32
 // comes out ±Inf or NaN: callers that need the exact value redo the row with [RunStack].
 func ForwardBatch(ls []Layer, x []float32, n int) []float32 {
-	for _, l := range ls {
-		y := make([]float32, n*l.Out)
-		for i := range n {
-			copy(y[i*l.Out:(i+1)*l.Out], l.B)
+	return ForwardBatchInto(ls, x, n, nil)
+}
+
+// ForwardBatchInto is ForwardBatch writing layer i's n × Out outputs into buf(i, n·Out) (nil buf:
+// new slices), so that a caller encoding chunk after chunk reuses its memory. Each layer is the GEMM
+// x·W, then the bias added and the activation applied, row by row.
+func ForwardBatchInto(ls []Layer, x []float32, n int, buf func(i, size int) []float32) []float32 {
+	for i, l := range ls {
+		var y []float32
+		if buf != nil {
+			y = buf(i, n*l.Out)
+		} else {
+			y = make([]float32, n*l.Out)
 		}
 		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1,
 			blas32.General{Rows: n, Cols: l.In, Stride: l.In, Data: x},
 			blas32.General{Rows: l.In, Cols: l.Out, Stride: l.Out, Data: l.W},
-			1, blas32.General{Rows: n, Cols: l.Out, Stride: l.Out, Data: y})
-		switch l.Act {
-		case ReLU:
-			for i, v := range y {
-				y[i] = max(v, 0) // max(NaN, 0) is NaN: overflow stays visible
-			}
-		case Sigmoid:
-			for i, v := range y {
-				y[i] = float32(1 / (1 + math.Exp(-float64(v))))
+			0, blas32.General{Rows: n, Cols: l.Out, Stride: l.Out, Data: y})
+		for r := range n {
+			yr := y[r*l.Out : (r+1)*l.Out : (r+1)*l.Out]
+			b := l.B[:len(yr)]
+			switch l.Act {
+			case ReLU:
+				for k, v := range yr {
+					yr[k] = max(v+b[k], 0) // max(NaN, 0) is NaN: overflow stays visible
+				}
+			case Sigmoid:
+				for k, v := range yr {
+					yr[k] = float32(1 / (1 + math.Exp(-float64(v+b[k]))))
+				}
+			default:
+				for k := range yr {
+					yr[k] += b[k]
+				}
 			}
 		}
 		x = y
