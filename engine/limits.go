@@ -178,7 +178,10 @@ func (p boundedParser) ParseSimple(query string) (ast.Statement, error) {
 	if err != nil {
 		return stmt, err
 	}
-	return stmt, checkStatementSize(stmt)
+	if err := checkStatementSize(stmt); err != nil {
+		return nil, err // nil: see ParseOneWithOptions
+	}
+	return stmt, nil
 }
 
 func (p boundedParser) Parse(ctx *sql.Context, query string, multi bool) (ast.Statement, string, string, error) {
@@ -186,7 +189,10 @@ func (p boundedParser) Parse(ctx *sql.Context, query string, multi bool) (ast.St
 	if err != nil {
 		return stmt, parsed, rest, err
 	}
-	return stmt, parsed, rest, p.parsed(ctx, stmt)
+	if err := p.parsed(ctx, stmt); err != nil {
+		return nil, "", "", err // nil: see ParseOneWithOptions
+	}
+	return stmt, parsed, rest, nil
 }
 
 func (p boundedParser) ParseWithOptions(ctx context.Context, query string, delimiter rune, multi bool, options ast.ParserOptions) (ast.Statement, string, string, error) {
@@ -194,7 +200,10 @@ func (p boundedParser) ParseWithOptions(ctx context.Context, query string, delim
 	if err != nil {
 		return stmt, parsed, rest, err
 	}
-	return stmt, parsed, rest, p.parsed(ctx, stmt)
+	if err := p.parsed(ctx, stmt); err != nil {
+		return nil, "", "", err // nil: see ParseOneWithOptions
+	}
+	return stmt, parsed, rest, nil
 }
 
 func (p boundedParser) ParseOneWithOptions(ctx context.Context, query string, options ast.ParserOptions) (ast.Statement, int, error) {
@@ -202,7 +211,12 @@ func (p boundedParser) ParseOneWithOptions(ctx context.Context, query string, op
 	if err != nil {
 		return stmt, n, err
 	}
-	return stmt, n, p.parsed(ctx, stmt)
+	if err := p.parsed(ctx, stmt); err != nil {
+		// No statement with the error: GMS's handler, for a client with multi-statements on (the mysql
+		// CLI), keeps a parsed statement and drops the parse error, and would run it unchecked.
+		return nil, 0, err
+	}
+	return stmt, n, nil
 }
 
 // disconnectPollInterval is how often a running statement's client socket is checked for a hang-up.

@@ -293,3 +293,44 @@ func flatten(rows [][]string) []string {
 	}
 	return out
 }
+
+// Attack campaign (docs/security.md, variant 162): a client with multi-statements on (the mysql CLI
+// always is) had its statements parsed by GMS's handler, which dropped the statement-size bound's error
+// and ran the statement unchecked: a 60,000-term chain planned for minutes (quadratic), for an analyst
+// too. Every such client must get the bound's error at once, as single-statement clients do.
+func TestAttackMultiStatementClientKeepsStatementBounds(t *testing.T) {
+	s := startServer(t, filepath.Join(t.TempDir(), "multi.duckdb"))
+	root := s.connect("root", "")
+	mustExec(t, root, "CREATE TABLE t (id INT PRIMARY KEY, y INT)")
+	mustExec(t, root, "INSERT INTO t VALUES (1, 1)")
+	mustExec(t, root, "CALL ldp_set_budget('t', 4, 'charge')")
+	s.readmeAnalyst(root)
+	analyst, err := sql.Open("mysql", "analyst:pw@tcp("+s.addr+")/ldpsql?multiStatements=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer analyst.Close()
+	for _, q := range []string{
+		"SELECT 1" + strings.Repeat(" + 1", 1499),
+		"SELECT PRIVATE_ACCURACY((y" + strings.Repeat(" + y", 1499) + ") = 1, 1) FROM t",
+		"SELECT 1; SELECT 1" + strings.Repeat(" + 1", 1499),
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rows, err := analyst.QueryContext(ctx, q)
+		for err == nil && rows.NextResultSet() {
+		}
+		if err == nil {
+			err = rows.Err()
+			rows.Close()
+		}
+		cancel()
+		wantMySQLError(t, "a 1,500-deep chain over a multi-statement connection", err, 1064)
+		if err == nil || !strings.Contains(err.Error(), "statement too complex") {
+			t.Errorf("a 1,500-deep chain over a multi-statement connection: %v, want the depth bound named", err)
+		}
+	}
+	var one int
+	if err := analyst.QueryRow("SELECT 1; SELECT 2").Scan(&one); err != nil || one != 1 {
+		t.Errorf("multi-statement SELECT 1; SELECT 2 after the refusals: %d, %v", one, err)
+	}
+}
