@@ -3,7 +3,6 @@ package udf_test
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -71,19 +70,7 @@ func TestCLMTrainedEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum, sumSq float64
-	for _, r := range enc {
-		z := blobVector(t, r[1])
-		for k, v := range z {
-			e := float64(v) - float64(clean[toInt64(t, r[0])-399][k])
-			sum += e
-			sumSq += e * e
-		}
-	}
-	cnt := float64(len(enc) * 8)
-	if v := sumSq / cnt; math.Abs(v-2) > 0.15 || math.Abs(sum/cnt) > 4*math.Sqrt(2/cnt) {
-		t.Fatalf("release noise: mean %v, variance %v; want 0 and 2", sum/cnt, v)
-	}
+	checkReleaseNoise(t, enc, clean, 399, 2, 0.15)
 	_, err = l.as("root", "SELECT LDP_DECODE(LDP_VECTOR(0, 0, 0, 0, 0, 0, 0, 0), 'c')")
 	wantErr(t, err, "no decoder")
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dolthub/go-mysql-server/sql"
+
 	"github.com/ldpsql/ldpsql/training/datasets"
 	"github.com/ldpsql/ldpsql/training/taskaware"
 	"github.com/ldpsql/ldpsql/udf"
@@ -130,22 +132,7 @@ func TestTaskAwareLinearEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum, sumSq float64
-	for _, r := range enc {
-		z := blobVector(t, r[1])
-		if len(z) != m.Z {
-			t.Fatalf("a release of %d values, Z = %d", len(z), m.Z)
-		}
-		for k, v := range z {
-			e := float64(v) - float64(clean[toInt64(t, r[0])-201][k])
-			sum += e
-			sumSq += e * e
-		}
-	}
-	cnt := float64(len(enc) * m.Z)
-	if v, want := sumSq/cnt, m.NoiseVar; math.Abs(v-want) > 0.2*want || math.Abs(sum/cnt) > 4*math.Sqrt(want/cnt) {
-		t.Fatalf("release noise: mean %v, variance %v; want 0 and 2(Δ1/ε)² = %v", sum/cnt, v, want)
-	}
+	checkReleaseNoise(t, enc, clean, 201, m.NoiseVar, 0.2)
 
 	// LDP_DECODE is the model's decoder, bit for bit; the decoded releases reconstruct the weighted task
 	// better than the auxiliary mean does.
@@ -262,20 +249,7 @@ func TestTaskAwareTrainedEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum, sumSq float64
-	for _, r := range enc {
-		z := blobVector(t, r[1])
-		for k, v := range z {
-			e := float64(v) - float64(clean[toInt64(t, r[0])-399][k])
-			sum += e
-			sumSq += e * e
-		}
-	}
-	cnt := float64(len(enc) * m.Z)
-	want := 2 * math.Pow(m.Delta1/10, 2)
-	if v := sumSq / cnt; math.Abs(v-want) > 0.2*want || math.Abs(sum/cnt) > 4*math.Sqrt(want/cnt) {
-		t.Fatalf("release noise: mean %v, variance %v; want 0 and 2(Δ1/ε)² = %v", sum/cnt, v, want)
-	}
+	checkReleaseNoise(t, enc, clean, 399, 2*math.Pow(m.Delta1/10, 2), 0.2)
 	lat := []float32{0.5, -1, 0.25}
 	got := blobVector(t, l.q("SELECT LDP_DECODE(LDP_VECTOR(0.5, -1, 0.25), 'ta')")[0][0])
 	if wantDec, _ := m.Decode([][]float32{lat}); fmt.Sprint(got) != fmt.Sprint(wantDec[0]) {
@@ -292,5 +266,30 @@ func TestTaskAwareTrainedEndToEnd(t *testing.T) {
 	t.Logf("Δ1 %.3f; classifier on the ldp_privatize'd rows (ε = 20): accuracy %.3f on the clean rows (majority class %.3f)", m.Delta1, acc, major)
 	if !(acc > major+0.05) {
 		t.Errorf("accuracy %.3f, majority class %.3f", acc, major)
+	}
+}
+
+// checkReleaseNoise checks LDP_ENCODE releases against the clean encodings: rows of (id, release), id
+// firstID the first clean row; every release has len(clean[0]) values, and the noise around the clean
+// encoding has mean 0 (within 4 standard errors) and per-coordinate variance want (within tol·want:
+// callers set tol from the sample's relative standard error of the variance).
+func checkReleaseNoise(t *testing.T, rows []sql.Row, clean [][]float32, firstID int64, want, tol float64) {
+	t.Helper()
+	var sum, sumSq float64
+	for _, r := range rows {
+		z := blobVector(t, r[1])
+		c := clean[toInt64(t, r[0])-firstID]
+		if len(z) != len(c) {
+			t.Fatalf("a release of %d values, the encoder gives %d", len(z), len(c))
+		}
+		for k, v := range z {
+			e := float64(v) - float64(c[k])
+			sum += e
+			sumSq += e * e
+		}
+	}
+	cnt := float64(len(rows) * len(clean[0]))
+	if v := sumSq / cnt; math.Abs(v-want) > tol*want || math.Abs(sum/cnt) > 4*math.Sqrt(want/cnt) {
+		t.Fatalf("release noise: mean %v, variance %v; want 0 and %v", sum/cnt, v, want)
 	}
 }

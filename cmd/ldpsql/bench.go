@@ -100,21 +100,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	db, stop, err := serveLoopback(e, "")
 	if err != nil {
 		return err
 	}
-	srv, err := e.Serve(engine.ServerConfig{Listener: ln})
-	if err != nil {
-		return err
-	}
-	go srv.Start()
-	defer srv.Close()
-	db, err := gosql.Open("mysql", fmt.Sprintf("root:@tcp(%s)/ldpsql", ln.Addr()))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+	defer stop()
 	overWire := func(query string) (time.Duration, error) {
 		return best(*repeat, func() (int, error) {
 			rows, err := db.Query(query)
@@ -279,4 +269,25 @@ func compare(w io.Writer, title string, n int, run func(string) (time.Duration, 
 	fmt.Fprintf(w, "  %-45s %8.3f s  %10.0f rows/s\n", flip, tf.Seconds(), float64(n)/tf.Seconds())
 	fmt.Fprintf(w, "  FLIP_LABEL / plain: %.2f× (target ≤ 1.30×)\n\n", tf.Seconds()/tp.Seconds())
 	return nil
+}
+
+// serveLoopback serves e on a free loopback port and returns a go-sql-driver pool on it as root (dsn
+// options such as "interpolateParams=true" appended) and the function that closes both.
+func serveLoopback(e *engine.Engine, options string) (*gosql.DB, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := e.Serve(engine.ServerConfig{Listener: ln})
+	if err != nil {
+		ln.Close()
+		return nil, nil, err
+	}
+	go srv.Start()
+	db, err := gosql.Open("mysql", fmt.Sprintf("root:@tcp(%s)/ldpsql?%s", ln.Addr(), options))
+	if err != nil {
+		srv.Close()
+		return nil, nil, err
+	}
+	return db, func() { db.Close(); srv.Close() }, nil
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -164,22 +163,12 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("setting up: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv, err := e.Serve(engine.ServerConfig{Listener: ln})
-	if err != nil {
-		return err
-	}
-	go srv.Start()
-	defer srv.Close()
 	// interpolateParams: the text protocol, one round trip per statement, as most clients send.
-	db, err := gosql.Open("mysql", fmt.Sprintf("root:@tcp(%s)/ldpsql?interpolateParams=true", ln.Addr()))
+	db, stop, err := serveLoopback(e, "interpolateParams=true")
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer stop()
 	db.SetMaxOpenConns(*clients)
 	db.SetMaxIdleConns(*clients)
 
