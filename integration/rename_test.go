@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -18,9 +19,18 @@ func TestRenameStaysInTheCurrentDatabase(t *testing.T) {
 	mustExec(t, root, "CREATE TABLE raw (id INT PRIMARY KEY)")
 	analyst := s.readmeAnalyst(root)
 	mustExec(t, analyst, "CREATE TABLE scratch.raw (id INT PRIMARY KEY)")
+	// Also over a multi-statement connection (the mysql CLI's), whose statements GMS parsed past this
+	// check until the parser stopped returning a statement with its error.
+	multi, err := sql.Open("mysql", "analyst:pw@tcp("+s.addr+")/ldpsql?multiStatements=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer multi.Close()
 	for _, q := range []string{"RENAME TABLE scratch.raw TO scratch.stolen", "ALTER TABLE scratch.raw RENAME TO scratch.stolen", "ALTER TABLE scratch.raw RENAME TO stolen"} {
-		if _, err := analyst.Exec(q); err == nil || !strings.Contains(err.Error(), "within the current database (ldpsql) only") {
-			t.Errorf("%s, in ldpsql: %v", q, err)
+		for name, db := range map[string]*sql.DB{"": analyst, " (multi-statement client)": multi} {
+			if _, err := db.Exec(q); err == nil || !strings.Contains(err.Error(), "within the current database (ldpsql) only") {
+				t.Errorf("%s, in ldpsql%s: %v", q, name, err)
+			}
 		}
 	}
 	ctx := context.Background()
