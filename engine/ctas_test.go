@@ -1,36 +1,15 @@
 package engine_test
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/ldpsql/ldpsql/engine"
 )
 
 // A CREATE TABLE … AS SELECT that fails part way (a row the SELECT cannot compute) leaves no table, so
 // the same statement can be retried; one that succeeds answers with its row count; a failing CREATE
 // TABLE IF NOT EXISTS … SELECT never drops the table that was there.
 func TestCreateSelectIsAllOrNothing(t *testing.T) {
-	e, err := engine.Open(engine.MemoryPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	ctx := e.NewContext(context.Background())
-	q := func(s string) (string, error) {
-		_, rows, err := e.Query(ctx, s)
-		return fmt.Sprint(rows), err
-	}
-	must := func(s string) string {
-		t.Helper()
-		out, err := q(s)
-		if err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-		return out
-	}
+	q, must := memorySQL(t)
 	must("CREATE TABLE s (id INT PRIMARY KEY, j VARCHAR(20))")
 	must(`INSERT INTO s VALUES (1, '{"a": 1}'), (2, '{"a": 2}'), (3, 'not json')`)
 	const bad = "CREATE TABLE d AS SELECT id, JSON_EXTRACT(j, '$.a') AS a FROM s ORDER BY id"

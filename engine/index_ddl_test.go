@@ -1,27 +1,14 @@
 package engine_test
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/ldpsql/ldpsql/engine"
 )
 
 // CREATE INDEX, ALTER TABLE … ADD INDEX and CREATE TABLE with an INDEX clause succeed with a warning and
 // keep nothing; a UNIQUE index is refused; the primary key still serves lookups.
 func TestSecondaryIndexesAcceptedWithAWarning(t *testing.T) {
-	e, err := engine.Open(engine.MemoryPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	ctx := e.NewContext(context.Background())
-	q := func(s string) (string, error) {
-		_, rows, err := e.Query(ctx, s)
-		return fmt.Sprint(rows), err
-	}
+	q, _ := memorySQL(t)
 	for _, s := range []string{
 		"CREATE TABLE p (`index` BIGINT, a DOUBLE)",
 		"CREATE INDEX ix_p_index ON p (`index`)", // what pandas' to_sql sends

@@ -1,36 +1,15 @@
 package engine_test
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/ldpsql/ldpsql/engine"
 )
 
 // INSERT … ON DUPLICATE KEY UPDATE, INSERT IGNORE and REPLACE as MySQL has them, on a table with a
 // primary key, also for keys repeated within one statement; a plain INSERT of a taken key still fails
 // whole; a table without a key takes every row.
 func TestUpserts(t *testing.T) {
-	e, err := engine.Open(engine.MemoryPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	ctx := e.NewContext(context.Background())
-	q := func(s string) (string, error) {
-		_, rows, err := e.Query(ctx, s)
-		return fmt.Sprint(rows), err
-	}
-	must := func(s string) string {
-		t.Helper()
-		out, err := q(s)
-		if err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-		return out
-	}
+	q, must := memorySQL(t)
 	table := func() string { return must("SELECT * FROM u ORDER BY id") }
 	must("CREATE TABLE u (id INT PRIMARY KEY, x INT, n VARCHAR(10))")
 	must("INSERT INTO u VALUES (1, 1, 'a')")

@@ -258,29 +258,37 @@ func TestReproQuick(t *testing.T) {
 	}
 }
 
-// TestReproQuickCDP runs the CDP column of the protocol at reduced size: the VLM trained under central
-// DP on D1 (ε_CDP = 5), released and classified like the others; the table names the column.
-func TestReproQuickCDP(t *testing.T) {
+// reproQuickColumn runs `ldpsql repro data-collection --quick --eps 10 --mechanisms mech` and returns its
+// results.md and log.
+func reproQuickColumn(t *testing.T, mech string) (md, log string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	out := t.TempDir()
 	cmd := exec.Command(ldpsqlBin, "repro", "data-collection", "--dataset", "fashion-mnist", "--quick", "--eps", "10",
-		"--mechanisms", "vlm_cdp5", "--out", out)
+		"--mechanisms", mech, "--out", out)
 	cmd.Dir = ".."
 	outBytes, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("ldpsql repro --quick --mechanisms vlm_cdp5: %v\n%s", err, outBytes)
+		t.Fatalf("ldpsql repro --quick --mechanisms %s: %v\n%s", mech, err, outBytes)
 	}
-	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	b, err := os.ReadFile(filepath.Join(out, "results.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), "| ε | VLM (ε_CDP = 5) |") || !strings.Contains(string(md), "| 10 |") {
+	return string(b), string(outBytes)
+}
+
+// TestReproQuickCDP runs the CDP column of the protocol at reduced size: the VLM trained under central
+// DP on D1 (ε_CDP = 5), released and classified like the others; the table names the column.
+func TestReproQuickCDP(t *testing.T) {
+	md, log := reproQuickColumn(t, "vlm_cdp5")
+	if !strings.Contains(md, "| ε | VLM (ε_CDP = 5) |") || !strings.Contains(md, "| 10 |") {
 		t.Errorf("results.md:\n%s", md)
 	}
-	if !strings.Contains(string(outBytes), "train VLM (CDP)") {
-		t.Errorf("no CDP training in the log:\n%s", outBytes)
+	if !strings.Contains(log, "train VLM (CDP)") {
+		t.Errorf("no CDP training in the log:\n%s", log)
 	}
 }
 
@@ -288,29 +296,15 @@ func TestReproQuickCDP(t *testing.T) {
 // Fashion-MNIST): trained on D1 with image views, released with Laplace at ε 10 and classified like the
 // VLM; the table names the column, describes it, and the accuracy is above chance.
 func TestReproQuickCLM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
-	out := t.TempDir()
-	cmd := exec.Command(ldpsqlBin, "repro", "data-collection", "--dataset", "fashion-mnist", "--quick", "--eps", "10",
-		"--mechanisms", "clm", "--out", out)
-	cmd.Dir = ".."
-	outBytes, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("ldpsql repro --quick --mechanisms clm: %v\n%s", err, outBytes)
-	}
-	md, err := os.ReadFile(filepath.Join(out, "results.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(md), "| ε | CLM |") || !strings.Contains(string(md), "CLM (thesis ch. 5): d = 32") {
+	md, log := reproQuickColumn(t, "clm")
+	if !strings.Contains(md, "| ε | CLM |") || !strings.Contains(md, "CLM (thesis ch. 5): d = 32") {
 		t.Errorf("results.md:\n%s", md)
 	}
-	m := regexp.MustCompile(`\| 10 \| ([0-9.]+) \|`).FindStringSubmatch(string(md))
+	m := regexp.MustCompile(`\| 10 \| ([0-9.]+) \|`).FindStringSubmatch(md)
 	if m == nil {
 		t.Fatalf("no ε 10 row in\n%s", md)
 	}
 	if acc, _ := strconv.ParseFloat(m[1], 64); acc < 20 {
-		t.Errorf("CLM at ε 10 (quick): %v %% test accuracy, chance is 10 %%\n%s", acc, outBytes)
+		t.Errorf("CLM at ε 10 (quick): %v %% test accuracy, chance is 10 %%\n%s", acc, log)
 	}
 }

@@ -57,17 +57,9 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: params: %w", fn, err)
 	}
-	recorded := json.RawMessage(params)
-	if diag.epsGiven && cfg.EpsPretrain == 0 {
-		// The ε the DBA will release at sets the training noise (vlm.EpsPretrainFor); it is recorded
-		// with the model's params, so ldp_models says what the VLM was trained with.
-		cfg.EpsPretrain = vlm.EpsPretrainFor(diag.eps)
-		if err := cfg.Validate(); err != nil {
-			return nil, fmt.Errorf("%s: params: eps_pretrain %g from eps_target %g: %w", fn, cfg.EpsPretrain, diag.eps, err)
-		}
-		if recorded, err = withParam(params, "eps_pretrain", cfg.EpsPretrain); err != nil {
-			return nil, err
-		}
+	recorded, err := pretrainFromTarget(fn, params, diag, &cfg.EpsPretrain, vlm.EpsPretrainFor, func() error { return cfg.Validate() })
+	if err != nil {
+		return nil, err
 	}
 	return p.trainUnlabelled(ctx, unlabelledJob{fn: fn, name: name, kind: kind, auxTable: auxTable, featuresCol: featuresCol,
 		recorded: recorded, cdp: cfg.CDP, diag: diag,
@@ -79,6 +71,24 @@ func (p *procedures) train(ctx *sql.Context, name, kind, auxTable, featuresCol, 
 			artifact, err := model.MarshalBinary()
 			return artifact, model.Config().CDP, err
 		}})
+}
+
+// pretrainFromTarget applies a trainer's rule for its training noise when the params give "eps_target"
+// (the ε_x the DBA will release at) and no "eps_pretrain": rule(ε_x) is set in *epsPretrain and added to
+// the params recorded with the model, so ldp_models says what it was trained with. A rule may answer 0
+// (no training noise): nothing is then added. validate checks the config once the value is set (a
+// closure, so that it sees it).
+func pretrainFromTarget(fn, params string, diag diagOptions, epsPretrain *float64, rule func(float64) float64, validate func() error) (json.RawMessage, error) {
+	if !diag.epsGiven || *epsPretrain != 0 {
+		return json.RawMessage(params), nil
+	}
+	if *epsPretrain = rule(diag.eps); *epsPretrain == 0 {
+		return json.RawMessage(params), nil
+	}
+	if err := validate(); err != nil {
+		return nil, fmt.Errorf("%s: params: eps_pretrain %g from eps_target %g: %w", fn, *epsPretrain, diag.eps, err)
+	}
+	return withParam(params, "eps_pretrain", *epsPretrain)
 }
 
 // unlabelledJob is a training job on an auxiliary table's features alone (vlm, clm): train returns the

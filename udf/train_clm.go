@@ -2,7 +2,6 @@ package udf
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/dolthub/go-mysql-server/sql"
@@ -26,13 +25,9 @@ func (p *procedures) trainCLM(ctx *sql.Context, name, auxTable, featuresCol, par
 	if err != nil {
 		return nil, fmt.Errorf("%s: params: %w", fn, err)
 	}
-	recorded := json.RawMessage(params)
-	if diag.epsGiven && cfg.EpsPretrain == 0 {
-		if cfg.EpsPretrain = clm.EpsPretrainFor(diag.eps); cfg.EpsPretrain > 0 {
-			if recorded, err = withParam(params, "eps_pretrain", cfg.EpsPretrain); err != nil {
-				return nil, err
-			}
-		}
+	recorded, err := pretrainFromTarget(fn, params, diag, &cfg.EpsPretrain, clm.EpsPretrainFor, func() error { return cfg.Validate() })
+	if err != nil {
+		return nil, err
 	}
 	return p.trainUnlabelled(ctx, unlabelledJob{fn: fn, name: name, kind: kind, auxTable: auxTable, featuresCol: featuresCol,
 		recorded: recorded, diag: diag,

@@ -100,18 +100,7 @@ Writes results.md, results.json and loss.png to --out.`,
 		if err != nil {
 			return err
 		}
-		cut := len(d.Features) * 7 / 10
-		for i, f := range d.Features {
-			x := make([]float32, len(f))
-			for j, v := range f {
-				x[j] = float32(v)
-			}
-			if i < cut {
-				trX, trY = append(trX, x), append(trY, float64(d.Labels[i]))
-			} else {
-				teX, teY = append(teX, x), append(teY, float64(d.Labels[i]))
-			}
-		}
+		trX, trY, teX, teY = d.PaperSplit()
 		if *epochs == 0 {
 			*epochs = 2000
 		}

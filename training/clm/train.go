@@ -89,26 +89,19 @@ func Train(ctx context.Context, c Config, rows [][]float32, progress func(nn.Pro
 		for i := range t.noiseBuf {
 			t.noiseBuf[i] = float32(b * nn.StdLaplace(noise))
 		}
-		if err := t.vm.RunAll(); err != nil {
-			t.vm.Reset()
+		loss, ws, gs, err := graph.Run(t.vm, t.loss, t.params)
+		if err != nil {
 			return 0, err
 		}
-		loss := float64(t.loss.Value().Data().(float32))
-		ws, gs := make([][]float32, len(t.params)), make([][]float32, len(t.params))
-		size := 0
-		for i, p := range t.params {
-			if ws[i], gs[i], err = graph.WeightsGrads(p); err != nil {
-				return 0, err
-			}
-			size += len(ws[i])
-		}
 		if opt == nil {
+			size := 0
+			for _, w := range ws {
+				size += len(w)
+			}
 			opt = nn.NewAdam[float32, float32](size, c.LR)
+			opt.ZeroGrad = true // the tape machine accumulates into the gradients
 		}
 		opt.StepSegments(ws, gs)
-		for _, g := range gs {
-			clear(g)
-		}
 		t.vm.Reset()
 		return loss, nil
 	}})

@@ -86,3 +86,21 @@ func ReadWDBC(r io.Reader) (*WDBC, error) {
 	}
 	return d, nil
 }
+
+// PaperSplit is the task-aware paper's split of WDBC (Cheng et al. 2022, E3): the first 70 % of the rows
+// train, the rest test, features as float32 and the diagnosis as a float64 label.
+func (d *WDBC) PaperSplit() (trX [][]float32, trY []float64, teX [][]float32, teY []float64) {
+	cut := len(d.Features) * 7 / 10
+	for i, f := range d.Features {
+		x := make([]float32, len(f))
+		for j, v := range f {
+			x[j] = float32(v)
+		}
+		if i < cut {
+			trX, trY = append(trX, x), append(trY, float64(d.Labels[i]))
+		} else {
+			teX, teY = append(teX, x), append(teY, float64(d.Labels[i]))
+		}
+	}
+	return trX, trY, teX, teY
+}

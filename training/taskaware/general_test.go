@@ -20,19 +20,7 @@ func wdbcSplit(t testing.TB) (trX [][]float32, trY []float64, teX [][]float32, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := len(d.Features) * 7 / 10
-	for i, f := range d.Features {
-		x := make([]float32, len(f))
-		for j, v := range f {
-			x[j] = float32(v)
-		}
-		if i < cut {
-			trX, trY = append(trX, x), append(trY, float64(d.Labels[i]))
-		} else {
-			teX, teY = append(teX, x), append(teY, float64(d.Labels[i]))
-		}
-	}
-	return
+	return d.PaperSplit()
 }
 
 // quickConfig is the breast-cancer setting with fewer epochs, for tests.

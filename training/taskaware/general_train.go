@@ -388,19 +388,7 @@ func (t *trainer) load(nt *net, batch []int) {
 // run evaluates the graph and returns the loss and the parameters' value and gradient views; the
 // caller steps and then calls done.
 func (nt *net) run() (float64, [][]float32, [][]float32, error) {
-	if err := nt.vm.RunAll(); err != nil {
-		nt.vm.Reset()
-		return 0, nil, nil, err
-	}
-	loss := float64(nt.loss.Value().Data().(float32))
-	ws, gs := make([][]float32, len(nt.params)), make([][]float32, len(nt.params))
-	for i, p := range nt.params {
-		var err error
-		if ws[i], gs[i], err = graph.WeightsGrads(p); err != nil {
-			return 0, nil, nil, err
-		}
-	}
-	return loss, ws, gs, nil
+	return graph.Run(nt.vm, nt.loss, nt.params)
 }
 
 // done zeroes the gradients (the machine accumulates into them) and readies the machine for a run.

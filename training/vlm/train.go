@@ -108,7 +108,6 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 		return nil, err
 	}
 
-	segW, segG := make([][]float32, len(tg.params)), make([][]float32, len(tg.params))
 	nParams := 0
 	for _, p := range tg.params {
 		nParams += p.Shape().TotalSize()
@@ -132,15 +131,9 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 		for i := range xiBuf {
 			xiBuf[i] = float32(nn.StdLaplace(noise))
 		}
-		if err := vm.RunAll(); err != nil {
+		loss, segW, segG, err := graph.Run(vm, tg.loss, tg.params)
+		if err != nil {
 			return 0, err
-		}
-		loss := float64(tg.loss.Value().Data().(float32))
-		for i, p := range tg.params { // looked up every step: the machine owns the tensors
-			var err error
-			if segW[i], segG[i], err = graph.WeightsGrads(p); err != nil {
-				return 0, err
-			}
 		}
 		opt.StepSegments(segW, segG)
 		vm.Reset()

@@ -179,3 +179,26 @@ func NuL1(h *G.Node, l float64) (*G.Node, error) {
 	}
 	return G.BroadcastHadamardDiv(h, s, nil, []byte{1})
 }
+
+// Run runs vm once and returns the scalar loss node's value and every parameter's value and gradient
+// views (WeightsGrads; looked up after every run, as the machine owns its tensors). A failed run resets
+// the machine. The caller steps its optimiser on the views and then resets vm (and zeroes the
+// gradients, which the machine accumulates into, unless the optimiser does: nn.Adam.ZeroGrad).
+func Run(vm G.VM, loss *G.Node, params []*G.Node) (float64, [][]float32, [][]float32, error) {
+	if err := vm.RunAll(); err != nil {
+		vm.Reset()
+		return 0, nil, nil, err
+	}
+	ws, gs := make([][]float32, len(params)), make([][]float32, len(params))
+	for i, p := range params {
+		var err error
+		if ws[i], gs[i], err = WeightsGrads(p); err != nil {
+			return 0, nil, nil, err
+		}
+	}
+	l, err := F32s(loss.Value())
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("loss: %w", err)
+	}
+	return float64(l[0]), ws, gs, nil
+}

@@ -66,9 +66,11 @@ func (l *Layer) Check(in int) error {
 	if l.In != in || l.Out < 1 || len(l.W) != l.In*l.Out || len(l.B) != l.Out || !l.Act.Valid() {
 		return fmt.Errorf("layer %d→%d (%s) with %d weights and %d biases does not take %d inputs", l.In, l.Out, l.Act, len(l.W), len(l.B), in)
 	}
-	for _, v := range slices.Concat(l.W, l.B) {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return errors.New("non-finite weight")
+	for _, vs := range [][]float32{l.W, l.B} {
+		for _, v := range vs {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return errors.New("non-finite weight")
+			}
 		}
 	}
 	return nil
