@@ -187,7 +187,7 @@ func TestTaskAwareLinearEndToEnd(t *testing.T) {
 	major := toFloat(t, l.q("SELECT GREATEST(AVG(label), 1 - AVG(label)) FROM d2")[0][0])
 	t.Logf("classifier trained on the ldp_privatize'd rows: accuracy %.3f on the clean rows (majority class %.3f)", acc, major)
 	if !(acc > major+0.05) {
-		t.Errorf("accuracy %.3f, majority class %.3f", acc, major)
+		t.Errorf("accuracy %.3f, majority class %.3f; job epochs %d loss %v params %s warning %q", acc, major, job.Epoch, job.Loss, job.Params, job.Warning)
 	}
 }
 
