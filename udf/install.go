@@ -63,6 +63,10 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	addSlotVariable()
+	if cfg.Logf != nil {
+		slotLog.Store(&cfg.Logf)
+	}
 	h := host.New(cfg.PluginLogger)
 	e.OnClose(h.Close)
 	mechs := newMechanisms(e.Catalog, h)

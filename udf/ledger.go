@@ -545,6 +545,9 @@ func (b *binder) bindAggregate(node sql.Node, e sql.Expression) (sql.Expression,
 	}
 	a.key.noRow = noRow
 	if a.strict {
+		if err := checkAnalystExpression(b.ctx, fn, inst, args[0]); err != nil {
+			return nil, transform.SameTree, err
+		}
 		a.args[0] = &guarded{inner: a.args[0]}
 	}
 	return a, transform.NewTree, nil
@@ -1212,34 +1215,13 @@ func eachFresh(draw func(i int) ([]byte, error)) func(fresh []int) ([][]byte, er
 // the digests name the column and the row, not the value in it.
 func (c *collector) releaseKeyed(ctx context.Context, b engine.Budget, fn, mechanism, randomiser string, eps float64, units, digests []string, memoisable bool,
 	draw func(fresh []int) ([][]byte, error)) ([][]byte, error) {
-	memoise := memoisable && b.Mode == engine.BudgetMemoise
-	hits := map[int][]byte{}
-	if memoise {
-		var err error
-		if hits, err = c.lookup(ctx, b, units, digests); err != nil {
-			return nil, fmt.Errorf("%s: %w", fn, err)
-		}
+	hits, fresh, dups, err := c.split(ctx, b, units, digests, memoisable)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
 	out := make([][]byte, len(units))
 	for i, rel := range hits {
 		out[i] = rel
-	}
-	first := map[[2]string]int{}
-	var fresh []int
-	var dups [][2]int
-	for i := range units {
-		if _, hit := hits[i]; hit {
-			continue
-		}
-		if memoise {
-			k := [2]string{units[i], digests[i]}
-			if j, ok := first[k]; ok {
-				dups = append(dups, [2]int{i, j})
-				continue
-			}
-			first[k] = i
-		}
-		fresh = append(fresh, i)
 	}
 	if len(fresh) > 0 {
 		rels, err := draw(fresh)
@@ -1264,6 +1246,44 @@ func (c *collector) releaseKeyed(ctx context.Context, b engine.Budget, fn, mecha
 		out[d[0]] = out[d[1]]
 	}
 	return out, nil
+}
+
+// split sorts releases keyed by units and digests into the memoised ones (hits: position → the recorded
+// release; only where they are memoisable and b is in memoise mode), the fresh ones to draw, and the
+// repeats within the call of a fresh one (dups: {position, position of the first}).
+func (c *collector) split(ctx context.Context, b engine.Budget, units, digests []string, memoisable bool) (hits map[int][]byte, fresh []int, dups [][2]int, err error) {
+	memoise := memoisable && b.Mode == engine.BudgetMemoise
+	hits = map[int][]byte{}
+	if memoise {
+		if hits, err = c.lookup(ctx, b, units, digests); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	first := map[[2]string]int{}
+	for i := range units {
+		if _, hit := hits[i]; hit {
+			continue
+		}
+		if memoise {
+			k := [2]string{units[i], digests[i]}
+			if j, ok := first[k]; ok {
+				dups = append(dups, [2]int{i, j})
+				continue
+			}
+			first[k] = i
+		}
+		fresh = append(fresh, i)
+	}
+	return hits, fresh, dups, nil
+}
+
+// check refuses (with the ledger's *BudgetError) releases whose charges, with those the statement has
+// collected so far, would take a unit over its budget now; it charges nothing (engine.Ledger.Check).
+func (c *collector) check(charges []engine.Charge) error {
+	c.mu.Lock()
+	all := append(append([]engine.Charge{}, c.charges...), charges...)
+	c.mu.Unlock()
+	return c.ledger.Check(all)
 }
 
 func packFloat64s(v []float64) []byte {

@@ -32,6 +32,11 @@ import (
 // estimates the share of class c from y's releases; RR_FREQUENCY(FLIP_LABEL(y, …), …) is refused there
 // (a release inside an aggregate), release in a derived table instead.
 //
+// An analyst's released argument is evaluated neither as the rows stream past nor before the budget
+// is checked: Update collects the rows, and flush checks the statement's fresh releases against their
+// units' budgets and then evaluates the argument in fixed time slots (evalDeferred; slots.go), so that
+// neither a refusal nor the statement's running time depends on the values.
+//
 // Differences from the unprotected aggregates, because a protected table's value must not show through:
 // a NULL (or, for an analyst, invalid) value is not skipped but released as the default input (a
 // uniformly drawn bit or label), so the count of rows is not a function of the data.
@@ -244,6 +249,10 @@ type pendingRelease struct {
 	row  string // the row within its unit ("" where the unit is the row)
 	y    int    // the input; -1 for the default
 	krr  *mechanisms.KRR
+
+	// deferred is the row whose released argument is still to be evaluated (an analyst's: in a time
+	// slot, after the budget check; see slots.go), nil once y holds the input.
+	deferred sql.Row
 }
 
 // aggQueue returns the statement's queue of aggregate a, creating it (and computing a's release key).
@@ -283,37 +292,32 @@ func (q *aggQueue) add(ctx *sql.Context, p pendingRelease) error {
 }
 
 // flush makes every pending release (through the collector, which collects their charges) and counts
-// each in its buffer.
+// each in its buffer. An analyst's released arguments are evaluated here, after the budget check and in
+// time slots (evalDeferred).
 func (q *aggQueue) flush(ctx *sql.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.pending) == 0 {
 		return nil
 	}
-	type group struct {
-		krr   *mechanisms.KRR
-		items []pendingRelease
-	}
-	groups := map[[2]float64]*group{}
-	var order []*group
+	groups := map[[2]float64]*releaseGroup{}
+	var order []*releaseGroup
 	for _, p := range q.pending {
 		k := [2]float64{p.krr.Epsilon(), float64(p.krr.K())}
 		g := groups[k]
 		if g == nil {
-			g = &group{krr: p.krr}
+			g = &releaseGroup{krr: p.krr}
 			groups[k] = g
 			order = append(order, g)
 		}
 		g.items = append(g.items, p)
 	}
 	q.pending = nil
+	if err := q.evalDeferred(ctx, order); err != nil {
+		return err
+	}
 	for _, g := range order {
-		units := make([]string, len(g.items))
-		what := releaseWhat{source: q.source, rows: make([]string, len(g.items))}
-		ys := make([]int, len(g.items))
-		for i, p := range g.items {
-			units[i], what.rows[i], ys[i] = p.unit, p.row, p.y
-		}
+		units, what, ys := g.releases(q.source)
 		released, err := q.c.releaseLabels(ctx, q.b, q.a.fn, g.krr, units, what, ys)
 		if err != nil {
 			return err
@@ -326,6 +330,105 @@ func (q *aggQueue) flush(ctx *sql.Context) error {
 		}
 	}
 	return nil
+}
+
+// releaseGroup is the pending releases of one (ε, K).
+type releaseGroup struct {
+	krr   *mechanisms.KRR
+	items []pendingRelease
+}
+
+// releases is what releaseLabels takes for the group's items.
+func (g *releaseGroup) releases(source string) (units []string, what releaseWhat, ys []int) {
+	units = make([]string, len(g.items))
+	what = releaseWhat{source: source, rows: make([]string, len(g.items))}
+	ys = make([]int, len(g.items))
+	for i, p := range g.items {
+		units[i], what.rows[i], ys[i] = p.unit, p.row, p.y
+	}
+	return units, what, ys
+}
+
+// evalDeferred evaluates the released arguments that Update deferred (an analyst's), once the
+// statement's budget has room for every fresh release the groups will make (precheck), in time slots
+// (slots.go): a refused statement evaluates nothing, and an accepted one takes a time that depends on
+// how many fresh releases it makes, not on the values. A memoised release is returned as recorded, so
+// its argument is not evaluated (whether a release is memoised never depends on the value).
+func (q *aggQueue) evalDeferred(ctx *sql.Context, groups []*releaseGroup) error {
+	deferred := false
+	for _, g := range groups {
+		for _, p := range g.items {
+			deferred = deferred || p.deferred != nil
+		}
+	}
+	if !deferred {
+		return nil
+	}
+	fresh, err := q.precheck(ctx, groups)
+	if err != nil {
+		return err
+	}
+	type at struct{ g, i int }
+	var where []at
+	for gi, idx := range fresh {
+		for _, i := range idx {
+			if groups[gi].items[i].deferred != nil {
+				where = append(where, at{gi, i})
+			}
+		}
+	}
+	slot := releaseSlot(ctx)
+	ys, late, err := evalInSlots(ctx, slot, len(where), func(k int) int {
+		p := groups[where[k].g].items[where[k].i]
+		v, err := q.a.args[0].Eval(ctx, p.deferred) // guarded: an error is invalidValue
+		if err != nil {
+			return -1
+		}
+		y, err := q.a.input(ctx, v, p.krr.K())
+		if err != nil {
+			return -1
+		}
+		return y
+	}, -1)
+	if err != nil {
+		return err
+	}
+	if log := slotLog.Load(); late > 0 && log != nil {
+		(*log)("%s on %s (user %s): %d of %d release expressions ran past their %v slot and were released from the default input; "+
+			"if the machine is not overloaded, raise ldp_release_slot_us", q.a.fn, q.a.table, q.c.by, late, len(where), slot)
+	}
+	for k, w := range where {
+		groups[w.g].items[w.i].y = ys[k]
+	}
+	for _, g := range groups {
+		for i := range g.items {
+			g.items[i].deferred = nil // a memoised or repeated release: its input is not used
+		}
+	}
+	return nil
+}
+
+// precheck refuses, before anything is evaluated, releases whose fresh ones (those not memoised) would
+// take a unit over its budget, counting what the statement has collected so far; it returns the
+// positions of each group's fresh releases.
+func (q *aggQueue) precheck(ctx *sql.Context, groups []*releaseGroup) ([][]int, error) {
+	var charges []engine.Charge
+	fresh := make([][]int, len(groups))
+	for gi, g := range groups {
+		units, what, _ := g.releases(q.source)
+		var err error
+		_, fresh[gi], _, err = q.c.split(ctx, q.b, units, what.digests(len(units), "k-rr", "k-rr", g.krr.Epsilon(), g.krr.K()), what.source != "")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", q.a.fn, err)
+		}
+		for _, i := range fresh[gi] {
+			charges = append(charges, engine.Charge{Table: q.b.TableRef, Unit: units[i], Eps: g.krr.Epsilon()})
+		}
+	}
+	if err := q.c.check(charges); err != nil {
+		return nil, err
+	}
+	return fresh, nil
 }
 
 // ledgerAggBuffer is one group's buffer. Its counts are complete once its queue is flushed.
@@ -342,9 +445,20 @@ type ledgerAggBuffer struct {
 func (b *ledgerAggBuffer) Update(ctx *sql.Context, row sql.Row) error {
 	a := b.q.a
 	fn := a.fn
-	vals, err := evalArgs(ctx, row, a.Children())
-	if err != nil {
-		return err
+	// An analyst's released argument is not evaluated here but in flush, after the budget check and in a
+	// time slot (slots.go); the other arguments (ε, K, class: the same on every row; the unit and row
+	// keys: columns an analyst may read) are.
+	children := a.Children()
+	vals := make([]any, len(children))
+	for i, c := range children {
+		if i == 0 && a.strict {
+			continue
+		}
+		v, err := c.Eval(ctx, row)
+		if err != nil {
+			return err
+		}
+		vals[i] = v
 	}
 	params := vals[1:len(a.args)]
 	accuracy := fn == "PRIVATE_ACCURACY"
@@ -408,24 +522,37 @@ func (b *ledgerAggBuffer) Update(ctx *sql.Context, row sql.Row) error {
 			return fmt.Errorf("%s on protected table %s: the row's primary key: %w", fn, a.table, err)
 		}
 	}
-	y := -1 // the default: a uniformly drawn bit or label
-	if v := vals[0]; !isDefault(v) {
-		arg, want := "y", fmt.Sprintf("a label is an integer in 0..K-1 (K = %d)", b.krr.K())
-		if accuracy {
-			arg, want = "correct", "a correctness bit is 0 or 1"
-		}
-		x, err := toInt(ctx, fn, arg, v)
-		if err == nil && (x < 0 || x >= int64(b.krr.K())) {
-			err = argError(fn, arg, v, want)
-		}
-		switch {
-		case err == nil:
-			y = int(x)
-		case !a.strict:
-			return err
-		}
+	if a.strict {
+		return b.q.add(ctx, pendingRelease{buf: b, unit: unit, row: rowKey, y: -1, krr: b.krr, deferred: append(sql.Row(nil), row...)})
+	}
+	y, err := a.input(ctx, vals[0], b.krr.K())
+	if err != nil {
+		return err
 	}
 	return b.q.add(ctx, pendingRelease{buf: b, unit: unit, row: rowKey, y: y, krr: b.krr})
+}
+
+// input is the k-RR input for the released argument's value v: the bit or label, or -1 (the default: a
+// uniformly drawn bit or label) for a NULL, and for an analyst's invalid value (a DBA's is an error).
+func (a *ledgerAggregate) input(ctx *sql.Context, v any, k int) (int, error) {
+	if isDefault(v) {
+		return -1, nil
+	}
+	arg, want := "y", fmt.Sprintf("a label is an integer in 0..K-1 (K = %d)", k)
+	if a.fn == "PRIVATE_ACCURACY" {
+		arg, want = "correct", "a correctness bit is 0 or 1"
+	}
+	x, err := toInt(ctx, a.fn, arg, v)
+	if err == nil && (x < 0 || x >= int64(k)) {
+		err = argError(a.fn, arg, v, want)
+	}
+	switch {
+	case err == nil:
+		return int(x), nil
+	case !a.strict:
+		return 0, err
+	}
+	return -1, nil
 }
 
 // Eval implements sql.AggregationBuffer: the Warner-debiased share of the class among the group's

@@ -40,7 +40,9 @@ import (
 //     its columns, literals, comparisons (IN, BETWEEN, LIKE), arithmetic, logic, CASE/IF/COALESCE,
 //     CAST, LDP_VECTOR and PREDICT of a named model), e.g. PRIVATE_ACCURACY(PREDICT('m', f) = y, 1),
 //     because only the k-RR release of its value leaves the row, and each distinct expression is
-//     charged as its own release.
+//     charged as its own release. It is bounded (checkAnalystExpression: 1,000 expressions, 1,024-byte
+//     literals) and evaluated after the budget check, in fixed time slots (slots.go), so that how long
+//     the statement takes does not tell its value.
 //
 // The argument is evaluated with its errors turned into the default input and its warnings dropped, so
 // neither quotes the row. Every other reference — in a SELECT list (SELECT * included), in WHERE,
