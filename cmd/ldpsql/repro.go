@@ -62,6 +62,7 @@ func settingFor(eps float64) vlmSetting {
 }
 
 type reproConfig struct {
+	exp                          *reproExperiment
 	out                          string
 	trials                       int
 	eps                          []float64
@@ -74,13 +75,6 @@ type reproConfig struct {
 	prevWall                     time.Duration // their wall time, added to this run's
 }
 
-var reproMechanisms = []string{"vlm", "pca", "laplace", "duchi", "vlm_cdp5", "vlm_cdp1", "clm"}
-
-// reproDefaultMechanisms are what --mechanisms runs when left out: the CDP variants double the VLM's
-// training time each, and the CLM (thesis Table 5.1's learner, here on Fashion-MNIST), are asked for
-// by name.
-var reproDefaultMechanisms = []string{"vlm", "pca", "laplace", "duchi"}
-
 // cdpEpsilon is the central-DP ε of the VLM variants trained with DP-SGD on D1 (the thesis's Table 4.1
 // columns "VLM (ε_CDP = 5)" and "(ε_CDP = 1)"); δ is left to its default 1/|D1|.
 var cdpEpsilon = map[string]float64{"vlm_cdp5": 5, "vlm_cdp1": 1}
@@ -89,24 +83,30 @@ func reproCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) >= 1 && args[0] == "task-aware" {
 		return reproTaskAwareCmd(args[1:], stdout, stderr)
 	}
-	if len(args) < 1 || args[0] != "data-collection" {
-		return fmt.Errorf("usage: ldpsql repro data-collection --dataset fashion-mnist [--out DIR] [--trials N] [--quick]\n" +
-			"       ldpsql repro task-aware --dataset breast-cancer [--out DIR] [--trials N] [--epochs N] [--eps LIST]")
+	var exp *reproExperiment
+	if len(args) >= 1 {
+		exp, _ = experimentNamed(args[0])
 	}
-	fs := newFlagSet("repro data-collection", `Run the thesis's Table 4.1 data-collection experiment end to end through the SQL functions and
-jobs: mechanisms trained on D1 (45,000 unlabelled images), D2 (15,000) privatised at each ε with λ = 0.7
-and split 9:1 for classifier training and validation, the clean 10,000 test images classified.
-Writes results.md (rows ε, columns mechanisms, test accuracy %), results.json and accuracy.png to --out.
-Build with scripts/build.sh first: the VLM trains several times faster with OpenBLAS.`,
-		`  bin/ldpsql repro data-collection --dataset fashion-mnist --out repro-out
-  bin/ldpsql repro data-collection --dataset fashion-mnist --quick --out /tmp/quick
-`, stderr)
+	if exp == nil {
+		return fmt.Errorf("usage: ldpsql repro %s --dataset fashion-mnist [--out DIR] [--trials N] [--quick]\n"+
+			"       ldpsql repro task-aware --dataset breast-cancer [--out DIR] [--trials N] [--epochs N] [--eps LIST]", strings.Join(experimentNames(), "|"))
+	}
+	fs := newFlagSet("repro "+exp.name, fmt.Sprintf(`Run the thesis's %s experiment end to end through the SQL functions and jobs, with the
+data-collection protocol of Table 4.1: mechanisms trained on D1 (45,000 unlabelled images), D2 (15,000)
+privatised at each ε with λ = 0.7 and split 9:1 for classifier training and validation, the clean
+10,000 test images classified (experiments: %s).
+Writes results.md (rows ε, columns mechanisms, test accuracy %%), results.json and accuracy.png to --out.
+Build with scripts/build.sh first: the VLM trains several times faster with OpenBLAS.`, exp.table, strings.Join(experimentNames(), ", ")),
+		fmt.Sprintf(`  bin/ldpsql repro %s --dataset fashion-mnist --trials 3 --out repro-out
+  bin/ldpsql repro %s --dataset fashion-mnist --quick --out /tmp/quick
+`, exp.name, exp.name), stderr)
 	dataset := fs.String("dataset", "fashion-mnist", "data set (fashion-mnist)")
 	out := fs.String("out", "repro-out", "directory for results.md, results.json, accuracy.png and the DuckDB file")
 	trials := fs.Int("trials", 1, "independent trials (split, training and noise seeds); the table reports mean ± std")
-	epsList := fs.String("eps", "1,2,4,6,8,10,inf", "total ε values (inf = no privacy)")
-	mechList := fs.String("mechanisms", strings.Join(reproDefaultMechanisms, ","), "mechanisms to compare: "+strings.Join(reproMechanisms, ", ")+
-		" (vlm_cdp5 and vlm_cdp1: the VLM trained under central DP at ε_CDP = 5 and 1; clm: the contrastive Laplace mechanism, d = 32, thesis Table 5.1's learner)")
+	epsList := fs.String("eps", exp.eps, "total ε values (inf = no privacy)")
+	mechList := fs.String("mechanisms", strings.Join(exp.mechs, ","), "columns to compare: "+strings.Join(reproMechanisms, ", ")+
+		" (vlm_cdp5 and vlm_cdp1: the VLM trained under central DP at ε_CDP = 5 and 1; clm: the contrastive Laplace mechanism, d = 32, thesis Table 5.1's learner; "+
+		"vlm_linear: the linear VLM; X_duchi, X_privunit: encoder X's latents through Duchi or PrivUnit; vlm_etaNN: the VLM trained on NN % of the training images)")
 	vlmEpochs := fs.Int("vlm-epochs", 12, "VLM training epochs")
 	clfEpochs := fs.Int("classifier-epochs", 60, "maximum classifier epochs (early stopping on the validation split)")
 	quick := fs.Bool("quick", false, "a reduced run for tests: 3,000/1,500/1,000 images, ε ∈ {2, 10, ∞}, few epochs")
@@ -118,12 +118,15 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	if *dataset != "fashion-mnist" {
 		return fmt.Errorf("--dataset %q: only fashion-mnist is supported", *dataset)
 	}
-	cfg := reproConfig{out: *out, trials: *trials, nAux: 45000, nPriv: 15000, nTest: 10000,
+	cfg := reproConfig{exp: exp, out: *out, trials: *trials, nAux: 45000, nPriv: 15000, nTest: 10000,
 		vlmEpochs: float64(*vlmEpochs), clfEpochs: float64(*clfEpochs), lambda: 0.7, seed: *seed, quick: *quick}
 	if *quick {
 		cfg.nAux, cfg.nPriv, cfg.nTest = 3000, 1500, 1000
 		if !flagSet(fs, "eps") {
-			*epsList = "2,10,inf"
+			*epsList = "2,10"
+			if strings.Contains(exp.eps, "inf") {
+				*epsList += ",inf"
+			}
 		}
 		if !flagSet(fs, "vlm-epochs") {
 			cfg.vlmEpochs = 2
@@ -192,6 +195,7 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 		return nil, err
 	}
 	var prev struct {
+		Experiment       string
 		D1, D2, Test     int
 		Lambda           float64
 		VLMEpochs        float64 `json:"vlm_epochs"`
@@ -205,6 +209,12 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 	}
 	if err := json.Unmarshal(raw, &prev); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if prev.Experiment == "" {
+		prev.Experiment = "data-collection" // written before there were others
+	}
+	if prev.Experiment != cfg.exp.name {
+		return nil, fmt.Errorf("%s holds a run of repro %s, not %s", path, prev.Experiment, cfg.exp.name)
 	}
 	if prev.D1 != cfg.nAux || prev.D2 != cfg.nPriv || prev.Test != cfg.nTest || prev.Lambda != cfg.lambda ||
 		prev.VLMEpochs != cfg.vlmEpochs || prev.ClassifierEpochs != cfg.clfEpochs || prev.Quick != cfg.quick {
@@ -400,31 +410,55 @@ func runRepro(cfg reproConfig, prev reproResults, log io.Writer, trialDone func(
 // trial runs the whole protocol once with seed.
 func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) error {
 	cfg := r.cfg
+	ctx := context.Background()
 	p := fmt.Sprintf("t%d_", seed)
 	perm := rand.New(rand.NewPCG(seed, 0xfa5)).Perm(len(train.Pixels))
-	pick := func(idx []int) ([][]float32, []int) {
+	n := cfg.nAux + cfg.nPriv
+
+	// The splits, each loaded once: Table 4.1's D1 (unlabelled: its labels are not loaded at all) and
+	// D2, and the other D1/D2 cuts that aux-size's columns ask for.
+	loaded := map[string]bool{}
+	load := func(name string, idx []int, labelled bool) (string, error) {
+		if loaded[name] {
+			return name, nil
+		}
 		x, y := make([][]float32, len(idx)), make([]int, len(idx))
 		for k, i := range idx {
 			x[k], y[k] = train.Pixels[i], train.Labels[i]
 		}
-		return x, y
+		if !labelled {
+			y = nil
+		}
+		if _, err := loadVectors(ctx, newEmbedded(r.e), name, x, y); err != nil {
+			return "", err
+		}
+		loaded[name] = true
+		r.logf("trial seed %d: loaded %s (%d)", seed, name, len(x))
+		return name, nil
 	}
-	d1x, _ := pick(perm[:cfg.nAux])
-	d2x, d2y := pick(perm[cfg.nAux : cfg.nAux+cfg.nPriv])
-	d1, d2 := p+"d1", p+"d2"
-	// D1 is the auxiliary set: unlabelled, so its labels are not loaded at all.
-	if _, err := loadVectors(context.Background(), newEmbedded(r.e), d1, d1x, nil); err != nil {
+	splitOf := func(c reproColumn) (d1, d2 string, err error) {
+		cut, suffix := cfg.nAux, ""
+		if c.eta > 0 && etaSplit(c.eta, n) != cfg.nAux {
+			cut, suffix = etaSplit(c.eta, n), fmt.Sprintf("_eta%.0f", 100*c.eta)
+		}
+		if d1, err = load(p+"d1"+suffix, perm[:cut], false); err != nil {
+			return "", "", err
+		}
+		if c.allD2 {
+			d2, err = load(p+"d2_all", perm[:n], true)
+		} else {
+			d2, err = load(p+"d2"+suffix, perm[cut:n], true)
+		}
+		return d1, d2, err
+	}
+	if _, _, err := splitOf(reproColumn{}); err != nil {
 		return err
 	}
-	if _, err := loadVectors(context.Background(), newEmbedded(r.e), d2, d2x, d2y); err != nil {
-		return err
-	}
-	r.logf("trial seed %d: loaded %s (%d) and %s (%d)", seed, d1, len(d1x), d2, len(d2x))
 
-	// The raw-feature box of the Laplace and Duchi baselines is fitted on D1.
+	// The raw-feature box of the pixel baselines is fitted on Table 4.1's D1.
 	box := p + "box"
-	if needsBox(cfg.mechs) {
-		if _, err := r.query(fmt.Sprintf("CALL ldp_fit_mechanism('%s', 'identity', '%s', 'features', '{}')", box, d1)); err != nil {
+	if needsBox(cfg.mechs, cfg.exp) {
+		if _, err := r.query(fmt.Sprintf("CALL ldp_fit_mechanism('%s', 'identity', '%s', 'features', '{}')", box, p+"d1")); err != nil {
 			return err
 		}
 	}
@@ -434,117 +468,128 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 		}
 		return fmt.Sprintf(`{"model":"%s","objective":"%s","seed":%d,"epochs":%d%s}`, model, objective, seed, int(cfg.clfEpochs), extra)
 	}
-	accuracy := func(mech, model string, eps float64) error {
+	testAccuracy := func(model string) (float64, error) {
 		rows, err := r.query(fmt.Sprintf("SELECT AVG(CASE WHEN PREDICT('%s', features) = label THEN 1.0 ELSE 0.0 END) FROM fmnist_test", model))
 		if err != nil {
-			return err
+			return 0, err
 		}
-		acc, err := toFloat64(rows[0][0])
-		if err != nil {
-			return err
-		}
+		return toFloat64(rows[0][0])
+	}
+	record := func(mech string, eps, acc float64) {
 		if res[mech] == nil {
 			res[mech] = map[string][]float64{}
 		}
 		res[mech][epsName(eps)] = append(res[mech][epsName(eps)], acc)
 		r.logf("%s at ε = %s: test accuracy %.1f%%", mech, epsLabel(eps), 100*acc)
-		return nil
 	}
-	cleanDone := false // the raw-pixel ε = ∞ classifier is shared by Laplace and Duchi
-	for _, eps := range cfg.eps {
-		inf := math.IsInf(eps, 1)
+
+	// encoderFor trains or fits a column's encoder on d1 for ε, once: the columns that only change the
+	// randomiser share it.
+	encoders := map[string]bool{}
+	encoderFor := func(c reproColumn, eps float64, d1 string) (string, error) {
+		if c.encoder == "box" {
+			return box, nil
+		}
+		tag := p + c.encoder + "_e" + epsName(eps) + strings.TrimPrefix(d1, p+"d1")
+		if encoders[tag] {
+			return tag, nil
+		}
 		set := settingFor(eps)
-		for _, mech := range cfg.mechs {
-			tag := p + mech + "_e" + epsName(eps)
-			var mechanism, randomiser, objective, extra string
-			switch mech {
-			case "vlm":
-				mechanism, randomiser, objective = tag, "laplace", "marginal"
-				params := fmt.Sprintf(`{"d":8,"l":%g,"eps_pretrain":%g,"epochs":%d,"seed":%d}`, set.l, set.epsPre, int(cfg.vlmEpochs), seed)
-				if err := r.job("train VLM "+tag, fmt.Sprintf("CALL ldp_train_mechanism('%s', 'vlm', '%s', 'features', '%s')", tag, d1, params)); err != nil {
-					return err
-				}
-			case "vlm_cdp5", "vlm_cdp1":
-				// CDP needs a fixed training scale: the ε = ∞ row uses the ε = 10 row's ε_pre-training.
-				// The classifier's marginal prior still reads D1's encodings (the thesis's protocol): the
-				// CDP protects what the mechanism's weights reveal, not that prior.
-				epsPre := set.epsPre
-				if epsPre == 0 {
-					epsPre = tableA3[10].epsPre
-				}
-				mechanism, randomiser, objective = tag, "laplace", "marginal"
-				params := fmt.Sprintf(`{"d":8,"l":%g,"eps_pretrain":%g,"epochs":%d,"seed":%d,"cdp":{"epsilon":%g}}`, set.l, epsPre, int(cfg.vlmEpochs), seed, cdpEpsilon[mech])
-				if err := r.job("train VLM (CDP) "+tag, fmt.Sprintf("CALL ldp_train_mechanism('%s', 'vlm', '%s', 'features', '%s')", tag, d1, params)); err != nil {
-					return err
-				}
-			case "clm":
-				// Table 5.1's protocol with the thesis's CLM settings (d 32, l 5, Table B.1's training
-				// noise for clean inference) and an MLP encoder on image views (training/clm).
-				mechanism, randomiser, objective = tag, "laplace", "marginal"
-				epsPre := 0.0
-				if !inf {
-					epsPre = clm.EpsPretrainFor(cfg.lambda * eps)
-				}
-				params := fmt.Sprintf(`{"d":32,"l":5,"eps_pretrain":%g,"image_shape":[28,28],"seed":%d%s}`, epsPre, seed,
-					map[bool]string{true: `,"epochs":2`, false: ""}[cfg.quick])
-				if err := r.job("train CLM "+tag, fmt.Sprintf("CALL ldp_train_mechanism('%s', 'clm', '%s', 'features', '%s')", tag, d1, params)); err != nil {
-					return err
-				}
-			case "pca":
-				mechanism, randomiser, objective = tag, "laplace", "marginal"
-				if _, err := r.query(fmt.Sprintf(`CALL ldp_fit_mechanism('%s', 'pca', '%s', 'features', '{"d":8,"l":%g}')`, tag, d1, set.l)); err != nil {
-					return err
-				}
-			case "laplace", "duchi":
-				mechanism, randomiser, objective = box, mech, "forward"
+		var err error
+		switch c.encoder {
+		case "vlm", "vlm_linear":
+			linear := map[bool]string{true: `,"linear":true`, false: ""}[c.encoder == "vlm_linear"]
+			params := fmt.Sprintf(`{"d":8,"l":%g,"eps_pretrain":%g,"epochs":%d,"seed":%d%s}`, set.l, set.epsPre, int(cfg.vlmEpochs), seed, linear)
+			err = r.job("train "+mechTitles[c.encoder]+" "+tag, fmt.Sprintf("CALL ldp_train_mechanism('%s', 'vlm', '%s', 'features', '%s')", tag, d1, params))
+		case "vlm_cdp5", "vlm_cdp1":
+			// CDP needs a fixed training scale: the ε = ∞ row uses the ε = 10 row's ε_pre-training.
+			// The classifier's marginal prior still reads D1's encodings (the thesis's protocol): the
+			// CDP protects what the mechanism's weights reveal, not that prior.
+			epsPre := set.epsPre
+			if epsPre == 0 {
+				epsPre = tableA3[10].epsPre
 			}
-			if objective == "marginal" {
+			params := fmt.Sprintf(`{"d":8,"l":%g,"eps_pretrain":%g,"epochs":%d,"seed":%d,"cdp":{"epsilon":%g}}`, set.l, epsPre, int(cfg.vlmEpochs), seed, cdpEpsilon[c.encoder])
+			err = r.job("train VLM (CDP) "+tag, fmt.Sprintf("CALL ldp_train_mechanism('%s', 'vlm', '%s', 'features', '%s')", tag, d1, params))
+		case "clm":
+			// Table 5.1's protocol with the thesis's CLM settings (d 32, l 5, Table B.1's training
+			// noise for clean inference) and an MLP encoder on image views (training/clm).
+			epsPre := 0.0
+			if !math.IsInf(eps, 1) {
+				epsPre = clm.EpsPretrainFor(cfg.lambda * eps)
+			}
+			params := fmt.Sprintf(`{"d":32,"l":5,"eps_pretrain":%g,"image_shape":[28,28],"seed":%d%s}`, epsPre, seed,
+				map[bool]string{true: `,"epochs":2`, false: ""}[cfg.quick])
+			err = r.job("train CLM "+tag, fmt.Sprintf("CALL ldp_train_mechanism('%s', 'clm', '%s', 'features', '%s')", tag, d1, params))
+		case "pca":
+			_, err = r.query(fmt.Sprintf(`CALL ldp_fit_mechanism('%s', 'pca', '%s', 'features', '{"d":8,"l":%g}')`, tag, d1, set.l))
+		default:
+			err = fmt.Errorf("no encoder %q", c.encoder)
+		}
+		if err != nil {
+			return "", err
+		}
+		encoders[tag] = true
+		return tag, nil
+	}
+
+	// The ε = ∞ reference is a classifier on the clean encodings (or pixels) of D2 with clean labels:
+	// one per encoder and D2, shared by the columns that differ only in their randomiser.
+	clean := map[string]float64{}
+	for _, eps := range cfg.eps {
+		for _, mech := range cfg.mechs {
+			c := columnOf(mech, cfg.exp)
+			d1, d2, err := splitOf(c)
+			if err != nil {
+				return err
+			}
+			mechanism, err := encoderFor(c, eps, d1)
+			if err != nil {
+				return err
+			}
+			tag := p + mech + "_e" + epsName(eps)
+			model := tag + "_clf"
+			if math.IsInf(eps, 1) {
+				key := mechanism + "@" + d2
+				acc, ok := clean[key]
+				if !ok {
+					if c.encoder == "box" {
+						model = p + "raw_clf" + strings.TrimPrefix(d2, p+"d2")
+					}
+					if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, d2,
+						clfParams(model, "clean", fmt.Sprintf(`,"mechanism":"%s","features_col":"features","label_col":"label","K":10`, mechanism)))); err != nil {
+						return err
+					}
+					if acc, err = testAccuracy(model); err != nil {
+						return err
+					}
+					clean[key] = acc
+				}
+				record(mech, eps, acc)
+				continue
+			}
+			extra := ""
+			if c.objective == "marginal" {
 				// Each step of the marginal objective runs the MLP over all of D1, so larger batches
 				// (fewer steps per epoch, a larger step) are much cheaper per epoch.
 				extra = fmt.Sprintf(`,"aux_table":"%s","batch_size":512,"lr":0.002`, d1)
 			}
-			model := tag + "_clf"
-			if inf {
-				if mech == "laplace" || mech == "duchi" {
-					if !cleanDone {
-						if err := r.job("classifier on raw D2", fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, d2,
-							clfParams(p+"raw_clf", "clean", fmt.Sprintf(`,"mechanism":"%s","features_col":"features","label_col":"label","K":10`, box)))); err != nil {
-							return err
-						}
-						cleanDone = true
-					}
-					if err := accuracy(mech, p+"raw_clf", eps); err != nil {
-						return err
-					}
-					continue
-				}
-				if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, d2,
-					clfParams(model, "clean", fmt.Sprintf(`,"mechanism":"%s","features_col":"features","label_col":"label","K":10`, mechanism)))); err != nil {
-					return err
-				}
-				if err := accuracy(mech, model, eps); err != nil {
-					return err
-				}
-				continue
-			}
 			priv := tag + "_d2"
 			if _, err := r.query(fmt.Sprintf("CALL ldp_privatize('%s', 'features', 'label', '%s', %g, %g, '%s', '%s', 10)",
-				d2, priv, eps, cfg.lambda, mechanism, randomiser)); err != nil {
+				d2, priv, eps, cfg.lambda, mechanism, c.randomiser)); err != nil {
 				return err
 			}
-			if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, priv, clfParams(model, objective, extra))); err != nil {
+			if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, priv, clfParams(model, c.objective, extra))); err != nil {
 				return err
 			}
-			if err := accuracy(mech, model, eps); err != nil {
+			acc, err := testAccuracy(model)
+			if err != nil {
 				return err
 			}
+			record(mech, eps, acc)
 		}
 	}
 	return nil
-}
-
-func needsBox(mechs []string) bool {
-	return slices.Contains(mechs, "laplace") || slices.Contains(mechs, "duchi")
 }
 
 func toFloat64(v any) (float64, error) {
@@ -596,9 +641,6 @@ func trialsNote(trials int) string {
 	return fmt.Sprintf("Mean ± sample standard deviation (number of trials) over %d trials", trials)
 }
 
-var mechTitles = map[string]string{"vlm": "VLM", "pca": "PCA", "laplace": "Laplace", "duchi": "Duchi",
-	"vlm_cdp5": "VLM (ε_CDP = 5)", "vlm_cdp1": "VLM (ε_CDP = 1)", "clm": "CLM"}
-
 func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string {
 	var b strings.Builder
 	done := 0 // trials finished: the most values any cell holds
@@ -611,7 +653,10 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 	if done < cfg.trials {
 		note = fmt.Sprintf("Partial results: %d of %d trials finished. %s", done, cfg.trials, note)
 	}
-	fmt.Fprintf(&b, "# Data collection on Fashion-MNIST: test accuracy (%%) on clean test images\n\n")
+	fmt.Fprintf(&b, "# %s\n\n", cfg.exp.title)
+	if cfg.exp.name != "data-collection" {
+		fmt.Fprintf(&b, "Thesis %s (`ldpsql repro %s`). %s\n\n", cfg.exp.table, cfg.exp.name, cfg.exp.protocol)
+	}
 	fmt.Fprintf(&b, "Thesis Table 4.1 protocol: D1 = %d unlabelled images train the mechanisms; D2 = %d images privatised at total ε with λ = %g "+
 		"(ε_x = λε features, ε_y = (1−λ)ε label by k-RR, K = 10), split 9:1 for classifier training/validation; %d clean test images. "+
 		"VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs) and PCA d = 8 (same l) with the Laplace randomiser and the "+
@@ -619,11 +664,7 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 		"classifier (Eq 4.12). %s%s. Wall time %s.\n\n",
 		cfg.nAux, cfg.nPriv, cfg.lambda, cfg.nTest, int(cfg.vlmEpochs), note, map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick],
 		wall.Round(time.Second))
-	if slices.Contains(cfg.mechs, "clm") {
-		b.WriteString("CLM (thesis ch. 5): d = 32, l = 5, ε_pre-training per thesis Table B.1 (clean inference), an MLP encoder on image views " +
-			"(padded crop, flip, brightness/contrast), NT-Xent τ = 0.5, default epochs (training/clm), with the Laplace randomiser and " +
-			"the prior-marginalised classifier like the VLM.\n\n")
-	}
+	b.WriteString(columnNotes(cfg.mechs))
 	b.WriteString("| ε |")
 	for _, m := range cfg.mechs {
 		b.WriteString(" " + mechTitles[m] + " |")
@@ -667,6 +708,6 @@ func reproJSON(cfg reproConfig, res reproResults, wall time.Duration) any {
 			cells = append(cells, cell{m, epsName(eps), xs, mean, std})
 		}
 	}
-	return map[string]any{"d1": cfg.nAux, "d2": cfg.nPriv, "test": cfg.nTest, "lambda": cfg.lambda, "trials": cfg.trials,
+	return map[string]any{"experiment": cfg.exp.name, "d1": cfg.nAux, "d2": cfg.nPriv, "test": cfg.nTest, "lambda": cfg.lambda, "trials": cfg.trials,
 		"vlm_epochs": cfg.vlmEpochs, "classifier_epochs": cfg.clfEpochs, "quick": cfg.quick, "wall_s": wall.Seconds(), "results": cells}
 }

@@ -9,7 +9,7 @@ import (
 // The results table prints mean ± std (n) only over several trials: one trial has no error estimate,
 // and "± 0.0" would read as no variance.
 func TestReproTableIsHonestAboutTrials(t *testing.T) {
-	cfg := reproConfig{trials: 1, eps: []float64{2}, mechs: []string{"vlm", "pca"}, nAux: 1, nPriv: 1, nTest: 1, lambda: 0.7}
+	cfg := reproConfig{exp: &reproExperiments[0], trials: 1, eps: []float64{2}, mechs: []string{"vlm", "pca"}, nAux: 1, nPriv: 1, nTest: 1, lambda: 0.7}
 	one := reproMarkdown(cfg, reproResults{"vlm": {"2": {0.5}}, "pca": {"2": {0.25}}}, time.Second)
 	if strings.Contains(one, "±") || !strings.Contains(one, "| 50.0 | 25.0 |") || !strings.Contains(one, "1 trial") {
 		t.Errorf("one trial:\n%s", one)
@@ -23,7 +23,7 @@ func TestReproTableIsHonestAboutTrials(t *testing.T) {
 
 // A run stopped after some of its trials says so: its table is not the one asked for.
 func TestReproTableSaysWhenPartial(t *testing.T) {
-	cfg := reproConfig{trials: 3, eps: []float64{2}, mechs: []string{"vlm"}, nAux: 1, nPriv: 1, nTest: 1, lambda: 0.7}
+	cfg := reproConfig{exp: &reproExperiments[0], trials: 3, eps: []float64{2}, mechs: []string{"vlm"}, nAux: 1, nPriv: 1, nTest: 1, lambda: 0.7}
 	md := reproMarkdown(cfg, reproResults{"vlm": {"2": {0.5, 0.7}}}, time.Second)
 	if !strings.Contains(md, "Partial results: 2 of 3 trials finished") || !strings.Contains(md, "| 60.0 ± 14.1 (2) |") {
 		t.Errorf("two of three trials:\n%s", md)
@@ -38,7 +38,7 @@ func TestReproTableSaysWhenPartial(t *testing.T) {
 // the next seed, and refuses a results.json of another protocol.
 func TestReproResumeKeepsFinishedTrials(t *testing.T) {
 	dir := t.TempDir()
-	cfg := reproConfig{out: dir, trials: 3, eps: []float64{2, 4}, mechs: []string{"vlm", "pca"}, nAux: 10, nPriv: 5, nTest: 3,
+	cfg := reproConfig{exp: &reproExperiments[0], out: dir, trials: 3, eps: []float64{2, 4}, mechs: []string{"vlm", "pca"}, nAux: 10, nPriv: 5, nTest: 3,
 		lambda: 0.7, vlmEpochs: 20, clfEpochs: 60, seed: 7}
 	// Trial 1 finished; trial 2 stopped after vlm at ε 2.
 	stopped := reproResults{"vlm": {"2": {0.5, 0.9}, "4": {0.6}}, "pca": {"2": {0.4}, "4": {0.45}}}

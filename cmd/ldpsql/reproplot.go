@@ -18,7 +18,7 @@ import (
 // right, past a gap.
 func reproPlot(cfg reproConfig, res reproResults) ([]byte, error) {
 	p := plot.New()
-	p.Title.Text = "Fashion-MNIST data collection: accuracy on clean test images"
+	p.Title.Text = cfg.exp.title
 	p.X.Label.Text = "total ε (λ = 0.7)"
 	if cfg.trials == 1 {
 		p.Title.Text += " (1 trial: no error bars)"
@@ -49,6 +49,8 @@ func reproPlot(cfg reproConfig, res reproResults) ([]byte, error) {
 	colours := []color.Color{
 		color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 		color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+		color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+		color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff}, color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
 	}
 	for i, m := range cfg.mechs {
 		var line plotter.XYs
