@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"io"
 
 	"github.com/dolthub/go-mysql-server/sql"
@@ -84,24 +85,47 @@ func (n *atomicCreateSelect) BuildRowIter(ctx *sql.Context, b sql.NodeExecBuilde
 			_ = d.DropTable(ctx, ct.Name())
 		}
 	}
-	iter, err := b.Build(ctx, tc, r)
+	// The rows commit with the charges of the releases they hold (ledger_tx.go).
+	bctx, sc := withStatementCharges(ctx)
+	iter, err := b.Build(bctx, tc, r)
 	if err != nil {
 		undo()
 		return nil, err
 	}
-	return &undoOnError{RowIter: iter, undo: undo}, nil
+	return &undoOnError{RowIter: iter, undo: undo, sc: sc, ledger: n.ledger(ctx)}, nil
 }
 
-// undoOnError passes its iterator's rows on and calls undo when it fails.
+// ledger is the ledger of the engine the statement runs in.
+func (n *atomicCreateSelect) ledger(ctx *sql.Context) *Ledger {
+	if s, ok := ctx.Session.(*Session); ok && s.p != nil {
+		return s.p.ledger
+	}
+	return nil
+}
+
+// undoOnError passes its iterator's rows on and calls undo when it fails. Charges deferred to the
+// statement's rows that no row took (a SELECT whose releases produced no row) are charged at its end.
 type undoOnError struct {
 	sql.RowIter
-	undo func()
+	undo   func()
+	sc     *statementCharges
+	ledger *Ledger
 }
 
 func (u *undoOnError) Next(ctx *sql.Context) (sql.Row, error) {
 	row, err := u.RowIter.Next(ctx)
+	if err == nil || err == io.EOF {
+		if by, charges := u.sc.take(); len(charges) > 0 {
+			if u.ledger == nil {
+				err = errors.New("ldp ledger: no ledger to charge; nothing was released")
+			} else if cerr := u.ledger.Charge(ctx, by, charges); cerr != nil {
+				err = cerr
+			}
+		}
+	}
 	if err != nil && err != io.EOF {
 		u.undo()
+		return nil, err
 	}
 	return row, err
 }
@@ -113,5 +137,5 @@ var _ sql.MutableRowIter = (*undoOnError)(nil)
 func (u *undoOnError) GetChildIter() sql.RowIter { return u.RowIter }
 
 func (u *undoOnError) WithChildIter(child sql.RowIter) sql.RowIter {
-	return &undoOnError{RowIter: child, undo: u.undo}
+	return &undoOnError{RowIter: child, undo: u.undo, sc: u.sc, ledger: u.ledger}
 }

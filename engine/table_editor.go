@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	gosql "database/sql"
 	"database/sql/driver"
 	"errors"
@@ -24,6 +25,13 @@ type tableEditor struct {
 	t *Table
 
 	session *Session // non-nil: conn is the session's transaction, not the editor's own
+	// stmt is the CREATE TABLE … AS SELECT context the editor was made in (nil otherwise), whose
+	// deferred charges it takes at its first write (ledger_tx.go); charged, when it took any in
+	// autocommit, is the transaction on the ledger's connection its rows and their charges commit in.
+	stmt      context.Context
+	charged   *chargedTx
+	chargedBy string
+	charges   []Charge
 	// discardCause is the error DiscardChanges was given: why a session's transaction is rolled back.
 	discardCause error
 	conn         *gosql.Conn
@@ -63,9 +71,29 @@ func (e *tableEditor) begin(ctx *sql.Context) error {
 	if err != nil {
 		return err
 	}
+	var by string
+	var charges []Charge
+	if e.stmt != nil {
+		by, charges = takeCharges(e.stmt)
+	}
 	if conn != nil {
+		if len(charges) > 0 {
+			// Inside a transaction (autocommit off) the rows commit with it, later: the charges are
+			// made now, as a release read by a SELECT of the transaction would be.
+			if err := e.t.db.p.ledger.Charge(ctx, by, charges); err != nil {
+				return err
+			}
+		}
 		s.noteWrite(e.t.def, e.t.mysqlName())
 		e.session, e.conn = s, conn
+		return nil
+	}
+	if len(charges) > 0 {
+		tx, err := e.t.db.p.ledger.beginCharged()
+		if err != nil {
+			return err
+		}
+		e.conn, e.charged, e.chargedBy, e.charges = tx.conn, tx, by, charges
 		return nil
 	}
 	conn, err = e.t.db.p.db.Conn(ctx)
@@ -128,6 +156,15 @@ func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
 			}
 			session.abort(ctx, cause)
 		}
+		return e.translate(err)
+	}
+	if tx := e.charged; tx != nil {
+		// The rows and their charges, on the ledger's connection (not closed here).
+		e.charged = nil
+		if err == nil && commit {
+			return tx.commit(e.chargedBy, e.charges)
+		}
+		_ = tx.rollback()
 		return e.translate(err)
 	}
 	defer conn.Close()
