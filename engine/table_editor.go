@@ -173,7 +173,9 @@ func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
 			return nil
 		}
 	}
-	if _, rbErr := conn.ExecContext(ctx, "ROLLBACK"); rbErr != nil && err == nil && !commit {
+	// Not on ctx: a cancelled statement (KILL QUERY, a shutdown) must still roll back, or its
+	// connection would go back to the pool inside its open transaction.
+	if _, rbErr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil && err == nil && !commit {
 		return rbErr
 	}
 	return e.translate(err)
