@@ -151,6 +151,15 @@ func (d *Database) CreateTable(ctx *sql.Context, name string, schema sql.Primary
 	if comment != "" {
 		stmts = append(stmts, fmt.Sprintf("COMMENT ON TABLE %s IS %s", qualified, quoteString(comment)))
 	}
+	sc := statementChargesFrom(ctx)
+	if sc != nil && sc.ctas {
+		// A CREATE TABLE … AS SELECT: the table is unfinished until its rows commit (ctas.go).
+		t := TableRef{Database: d.name, Table: name}
+		stmts = append(stmts, unfinishedCreateStatement(t))
+		sc.mu.Lock()
+		sc.created = &t
+		sc.mu.Unlock()
+	}
 	if err := d.p.execTx(ctx, stmts...); err != nil {
 		return fmt.Errorf("creating table %q: %w", name, err)
 	}

@@ -58,6 +58,10 @@ type Engine struct {
 
 	stmts statements // running over the wire, for Drain (shutdown.go)
 
+	// droppedUnfinished are the tables of CREATE TABLE … AS SELECT statements cut off by a crash before
+	// their rows committed, dropped at Open (ctas.go).
+	droppedUnfinished []TableRef
+
 	files *fileGuard // what SQL may read and write on the server's file system (security.go)
 
 }
@@ -125,6 +129,10 @@ func (e *Engine) init(opts []Option) error {
 		CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.settings (key VARCHAR PRIMARY KEY, value BLOB);
 		` + createViewsTable + `;` + createCatalogTables + createJobsTable); err != nil {
 		return fmt.Errorf("creating ldpsql catalog in %q: %w", e.path, err)
+	}
+	var err error
+	if e.droppedUnfinished, err = dropUnfinishedCreates(e.DuckDB); err != nil {
+		return fmt.Errorf("recovering from an interrupted CREATE TABLE … AS SELECT: %w", err)
 	}
 	p, err := newProvider(e.DuckDB)
 	if err != nil {

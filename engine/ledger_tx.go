@@ -37,6 +37,11 @@ type statementCharges struct {
 	mu      sync.Mutex
 	by      string
 	charges []Charge
+
+	// ctas marks a CREATE TABLE … AS SELECT; created is the table it created, whose rows have not
+	// committed yet (its marker is in the catalog's settings: ctas.go).
+	ctas    bool
+	created *TableRef
 }
 
 type statementChargesKey struct{}

@@ -158,6 +158,10 @@ func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
 		}
 		return e.translate(err)
 	}
+	if err == nil && commit && e.stmt != nil {
+		// A CREATE TABLE … AS SELECT's table is finished when its rows commit (ctas.go).
+		err = finishCreate(ctx, conn, e.stmt, e.t)
+	}
 	if tx := e.charged; tx != nil {
 		// The rows and their charges, on the ledger's connection (not closed here).
 		e.charged = nil

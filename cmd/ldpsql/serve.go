@@ -51,6 +51,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer e.Close()
+	for _, t := range e.DroppedUnfinished() {
+		logf("dropped %s, left empty by a CREATE TABLE … AS SELECT that the previous process did not finish", t)
+	}
 	if dir, err := e.CreateSecureFileDir(); err != nil {
 		return err
 	} else if dir != engine.NoSecureFilePriv {
