@@ -2,9 +2,11 @@ package integration
 
 import (
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A failed CREATE TABLE … AS SELECT leaves nothing over the MySQL protocol (issue #20 item 6): no table
@@ -99,4 +101,57 @@ func TestCreateSelectFailureLeavesNothing(t *testing.T) {
 	if n := scalarInt(t, root, "SELECT COUNT(*) FROM js2"); n != 3 {
 		t.Fatalf("js2 has %d rows, want 3", n)
 	}
+}
+
+// SIGKILL during a CREATE TABLE … AS SELECT of releases of a protected table, at points from before its
+// rows are computed to after they commit: after the restart its table is there with every row and
+// exactly their charges, or absent with none — never empty, never charged without its rows.
+func TestKillDuringCreateSelect(t *testing.T) {
+	const rows = 20000
+	path := filepath.Join(t.TempDir(), "kill.duckdb")
+	srv := startServer(t, path)
+	db := srv.connect("root", "")
+	fillWide(t, db, "src", rows, 4)
+	mustExec(t, db, "CALL ldp_set_budget('src', 10, 'charge')")
+	releases := int64(0)
+	outcomes := map[string]int{}
+	for i, delay := range []time.Duration{5 * time.Millisecond, 60 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond, 600 * time.Millisecond, 1200 * time.Millisecond} {
+		name := fmt.Sprintf("c%d", i)
+		done := make(chan error, 1)
+		go func() {
+			_, err := db.Exec(fmt.Sprintf("CREATE TABLE %s AS SELECT id, FLIP_LABEL(y, 0.5, 4) AS y FROM src", name))
+			done <- err
+		}()
+		time.Sleep(delay)
+		srv.kill()
+		clientErr := <-done
+		srv = startServer(t, path)
+		db = srv.connect("root", "")
+		exists := tableExists(t, db, name)
+		now := scalarInt(t, db, "SELECT COUNT(*) FROM ldpsql_catalog.ldp_releases WHERE table_name = 'src'")
+		outcome := "absent"
+		if exists {
+			outcome = "written"
+			if n := scalarInt(t, db, "SELECT COUNT(*) FROM "+name); n != rows {
+				t.Errorf("%s (SIGKILL after %v): %d rows, want all %d", name, delay, n, rows)
+			}
+			if now-releases != rows {
+				t.Errorf("%s (SIGKILL after %v): written with %d releases charged, want %d", name, delay, now-releases, rows)
+			}
+		} else {
+			if now != releases {
+				t.Errorf("%s (SIGKILL after %v): absent, but %d releases charged", name, delay, now-releases)
+			}
+			if clientErr == nil {
+				t.Errorf("%s (SIGKILL after %v): the client was told it succeeded, but it is absent", name, delay)
+			}
+		}
+		if strings.Contains(srv.stderr.String(), "left empty by a CREATE TABLE") {
+			outcome += ", its empty table dropped at the restart"
+		}
+		outcomes[outcome]++
+		t.Logf("%s: SIGKILL %v into the statement: %s (the client got %v)", name, delay, outcome, clientErr)
+		releases = now
+	}
+	t.Logf("outcomes: %v", outcomes)
 }
