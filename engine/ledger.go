@@ -52,6 +52,9 @@ import (
 // only once the transaction holding its charges has committed, or failed, and then every call in it
 // fails and nothing of theirs may be released.
 //
+// A statement that writes its releases into a table commits their charges with its write, in one
+// transaction on the ledger's connection, instead of through the queue: see ledger_tx.go.
+//
 // The Go API, for code that releases data outside the SQL functions (the classifier's private
 // validation, for example):
 //
