@@ -12,7 +12,9 @@ func TestLedgerCreateSelectChargesWithItsRows(t *testing.T) {
 	l := newLedgerEngine(t, "")
 	l.fillT("t", 20)
 	l.q("CALL ldp_set_budget('t', 1)")
-	releases := func() int64 { return l.count("SELECT count(*) FROM ldpsql_catalog.ldp_releases WHERE table_name = 't'") }
+	releases := func() int64 {
+		return l.count("SELECT count(*) FROM ldpsql_catalog.ldp_releases WHERE table_name = 't'")
+	}
 	// Every row has key 1: the second row's insert fails, after the gate accepted the charges.
 	const dup = "CREATE TABLE d (k INT PRIMARY KEY, r INT) AS SELECT 1 AS k, FLIP_LABEL(y, 0.25, 2) AS r FROM t"
 	if _, err := l.as("root", dup); err == nil || !strings.Contains(strings.ToLower(err.Error()), "duplicate") {
