@@ -151,6 +151,15 @@ func (d *Database) CreateTable(ctx *sql.Context, name string, schema sql.Primary
 	if comment != "" {
 		stmts = append(stmts, fmt.Sprintf("COMMENT ON TABLE %s IS %s", qualified, quoteString(comment)))
 	}
+	sc := statementChargesFrom(ctx)
+	if sc != nil && sc.ctas {
+		// A CREATE TABLE … AS SELECT: the table is unfinished until its rows commit (ctas.go).
+		t := TableRef{Database: d.name, Table: name}
+		stmts = append(stmts, unfinishedCreateStatement(t))
+		sc.mu.Lock()
+		sc.created = &t
+		sc.mu.Unlock()
+	}
 	if err := d.p.execTx(ctx, stmts...); err != nil {
 		return fmt.Errorf("creating table %q: %w", name, err)
 	}
@@ -208,7 +217,13 @@ func (d *Database) RenameTable(ctx *sql.Context, oldName, newName string) error 
 	// transaction.
 	from, to := TableRef{Database: d.name, Table: def.name}, TableRef{Database: d.name, Table: newName}
 	stmts := append([]string{stmt, defaultsRenameStatement(from, to)}, d.p.ledger.renameStatements(from, to)...)
-	if err := d.p.execTx(ctx, stmts...); err != nil {
+	if by, charges := takeCharges(ctx); len(charges) > 0 {
+		// ldp_privatize naming its destination: the rename and the charges for its rows commit
+		// together (ledger_tx.go).
+		if err := d.renameCharged(ctx, stmts, by, charges); err != nil {
+			return fmt.Errorf("renaming table %q: %w", oldName, err)
+		}
+	} else if err := d.p.execTx(ctx, stmts...); err != nil {
 		return fmt.Errorf("renaming table %q: %w", oldName, err)
 	}
 	d.p.ledger.renamed(from, to)
@@ -219,6 +234,22 @@ func (d *Database) RenameTable(ctx *sql.Context, oldName, newName string) error 
 	}
 	d.tables[strings.ToLower(newName)] = def
 	return nil
+}
+
+// renameCharged runs a rename's statements and writes charges in one transaction on the ledger's
+// connection (chargedTx): both commit, or neither.
+func (d *Database) renameCharged(ctx context.Context, stmts []string, by string, charges []Charge) error {
+	tx, err := d.p.ledger.beginCharged()
+	if err != nil {
+		return err
+	}
+	for _, stmt := range stmts {
+		if _, err := tx.conn.ExecContext(ctx, stmt); err != nil {
+			_ = tx.rollback()
+			return err
+		}
+	}
+	return tx.commit(by, charges)
 }
 
 // loadLocked reads every table definition of this schema from DuckDB's catalog, once.

@@ -56,6 +56,12 @@ type Engine struct {
 
 	closers []func() error // run by Close, last registered first, before DuckDB closes
 
+	stmts statements // running over the wire, for Drain (shutdown.go)
+
+	// droppedUnfinished are the tables of CREATE TABLE … AS SELECT statements cut off by a crash before
+	// their rows committed, dropped at Open (ctas.go).
+	droppedUnfinished []TableRef
+
 	files *fileGuard // what SQL may read and write on the server's file system (security.go)
 
 }
@@ -123,6 +129,10 @@ func (e *Engine) init(opts []Option) error {
 		CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.settings (key VARCHAR PRIMARY KEY, value BLOB);
 		` + createViewsTable + `;` + createCatalogTables + createJobsTable); err != nil {
 		return fmt.Errorf("creating ldpsql catalog in %q: %w", e.path, err)
+	}
+	var err error
+	if e.droppedUnfinished, err = dropUnfinishedCreates(e.DuckDB); err != nil {
+		return fmt.Errorf("recovering from an interrupted CREATE TABLE … AS SELECT: %w", err)
 	}
 	p, err := newProvider(e.DuckDB)
 	if err != nil {
@@ -304,14 +314,32 @@ func (e *Engine) Close() error {
 		}
 		errs = append(errs, e.GMS.Close())
 		if e.path != MemoryPath {
-			if _, err := e.DuckDB.Exec("CHECKPOINT " + StoreCatalog); err != nil {
-				errs = append(errs, fmt.Errorf("checkpointing %q: %w", e.path, err))
-			}
+			errs = append(errs, e.checkpoint())
 		}
 		errs = append(errs, e.DuckDB.Close())
 		e.closeErr = errors.Join(errs...)
 	})
 	return e.closeErr
+}
+
+// checkpoint checkpoints the DuckDB file, on a connection of its own that is in no transaction.
+func (e *Engine) checkpoint() error {
+	ctx := context.Background()
+	conn, err := e.DuckDB.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("checkpointing %q: %w", e.path, err)
+	}
+	defer conn.Close()
+	_, _ = conn.ExecContext(ctx, "ROLLBACK") // whatever a statement may have left open on it
+	if _, err := conn.ExecContext(ctx, "CHECKPOINT "+StoreCatalog); err != nil {
+		// A transaction still open elsewhere (a statement that outlived Drain) has not committed and
+		// never will: FORCE CHECKPOINT rolls it back, as a crash would, and checkpoints.
+		if _, ferr := conn.ExecContext(ctx, "FORCE CHECKPOINT "+StoreCatalog); ferr != nil {
+			return fmt.Errorf("checkpointing %q: %w (FORCE CHECKPOINT: %v)", e.path, err, ferr)
+		}
+		return fmt.Errorf("checkpointing %q: %w; FORCE CHECKPOINT rolled back the transactions still open, and checkpointed", e.path, err)
+	}
+	return nil
 }
 
 // loadUsers restores the persisted users and grants (CREATE USER, GRANT) and adds the root account for

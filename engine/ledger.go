@@ -52,6 +52,9 @@ import (
 // only once the transaction holding its charges has committed, or failed, and then every call in it
 // fails and nothing of theirs may be released.
 //
+// A statement that writes its releases into a table commits their charges with its write, in one
+// transaction on the ledger's connection, instead of through the queue: see ledger_tx.go.
+//
 // The Go API, for code that releases data outside the SQL functions (the classifier's private
 // validation, for example):
 //
@@ -428,17 +431,9 @@ func (l *Ledger) Charge(ctx context.Context, releasedBy string, charges []Charge
 	if len(charges) == 0 {
 		return nil
 	}
-	req := &chargeRequest{ctx: ctx, releasedBy: releasedBy, charges: charges, tables: make([]TableRef, len(charges)), done: make(chan error, 1)}
-	for i := range charges {
-		c := &charges[i]
-		if math.IsNaN(c.Eps) || math.IsInf(c.Eps, 0) || c.Eps <= 0 {
-			return fmt.Errorf("ldp ledger: charge of ε = %v to unit %q of %s: ε must be finite and > 0", c.Eps, c.Unit, c.Table)
-		}
-		b, ok := l.Budget(c.Table)
-		if !ok {
-			return fmt.Errorf("ldp ledger: %w: %s", ErrNotProtected, c.Table)
-		}
-		req.tables[i] = b.TableRef // the recorded spelling of the table
+	req, err := l.request(ctx, releasedBy, charges)
+	if err != nil {
+		return err
 	}
 	l.queueMu.Lock()
 	l.queue = append(l.queue, req)
@@ -518,7 +513,7 @@ func (l *Ledger) commitQueued() {
 func (l *Ledger) commitBatch(batch []*chargeRequest) {
 	if l.closed {
 		for _, r := range batch {
-			r.done <- errors.New("ldp ledger: the engine is closing; nothing was released")
+			r.done <- errLedgerClosed
 		}
 		return
 	}
@@ -559,13 +554,12 @@ func (l *Ledger) commitBatch(batch []*chargeRequest) {
 	}
 	n, err := l.writeBatch(admitted, order, batchEps, batchCount)
 	if err != nil {
+		l.spent = map[string]map[string]float64{} // whether a failed COMMIT left anything behind is for DuckDB's record to say
 		if _, rbErr := l.conn.ExecContext(context.Background(), "ROLLBACK"); rbErr != nil && !strings.Contains(rbErr.Error(), "no transaction is active") {
 			// The connection is in an unknown state: start afresh next time.
 			_ = l.conn.Close()
 			l.conn = nil
 		}
-		// Whether a failed COMMIT left anything behind is for DuckDB's record to say: read it again.
-		l.spent = map[string]map[string]float64{}
 		for _, r := range admitted {
 			with := ""
 			if len(admitted) > 1 {
@@ -575,6 +569,15 @@ func (l *Ledger) commitBatch(batch []*chargeRequest) {
 		}
 		return
 	}
+	l.committed(admitted, order, batchEps, n)
+	for _, r := range admitted {
+		r.done <- nil
+	}
+}
+
+// committed brings the ledger's memory up to date after a transaction holding the admitted calls'
+// charges (n releases) committed. mu is held.
+func (l *Ledger) committed(admitted []*chargeRequest, order []unitRef, batchEps map[unitRef]float64, n int) {
 	l.nextID += int64(n)
 	l.batches++
 	for _, u := range order {
@@ -595,9 +598,6 @@ func (l *Ledger) commitBatch(batch []*chargeRequest) {
 		}
 	}
 	l.cacheMu.Unlock()
-	for _, r := range admitted {
-		r.done <- nil
-	}
 }
 
 // checkBudgets checks one call's charges against its units' budgets: what each unit has spent, plus
@@ -695,7 +695,21 @@ func (l *Ledger) openConn() error {
 // The transaction runs on its own context: no one call's cancellation may undo the others' charges.
 func (l *Ledger) writeBatch(admitted []*chargeRequest, order []unitRef, batchEps map[unitRef]float64, batchCount map[unitRef]int64) (int, error) {
 	ctx := context.Background()
-	conn := l.conn
+	if _, err := l.conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
+		return 0, err
+	}
+	n, err := l.writeCharges(ctx, l.conn, admitted, order, batchEps, batchCount)
+	if err != nil {
+		return n, err
+	}
+	_, err = l.conn.ExecContext(ctx, "COMMIT")
+	return n, err
+}
+
+// writeCharges writes the admitted calls' charges on conn, inside its open transaction (writeBatch's,
+// or a chargedTx's). mu is held, and the transaction began while it was: no other write of the ledger
+// tables committed since, so the UPDATE of charged units cannot conflict.
+func (l *Ledger) writeCharges(ctx context.Context, conn *gosql.Conn, admitted []*chargeRequest, order []unitRef, batchEps map[unitRef]float64, batchCount map[unitRef]int64) (int, error) {
 	type release struct {
 		r *chargeRequest
 		i int
@@ -726,9 +740,6 @@ func (l *Ledger) writeBatch(admitted []*chargeRequest, order []unitRef, batchEps
 		oldEps, oldN = append(oldEps, batchEps[u]), append(oldN, batchCount[u])
 	}
 	now := time.Now().UTC()
-	if _, err := conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
-		return len(releases), err
-	}
 	if err := appendRows(conn, CatalogSchema, "ldp_releases", len(releases), func(k int) []driver.Value {
 		r, c := releases[k].r, &releases[k].r.charges[releases[k].i]
 		t := r.tables[releases[k].i]
@@ -760,8 +771,7 @@ func (l *Ledger) writeBatch(admitted []*chargeRequest, order []unitRef, batchEps
 			return len(releases), fmt.Errorf("charging the units: %w", err)
 		}
 	}
-	_, err := conn.ExecContext(ctx, "COMMIT")
-	return len(releases), err
+	return len(releases), nil
 }
 
 // appendRows appends n rows to a table of the connection's default catalog through DuckDB's appender

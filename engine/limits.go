@@ -258,12 +258,22 @@ func (h cancelOnDisconnect) ComInitDB(c *mysql.Conn, schemaName string) error {
 }
 
 func (h cancelOnDisconnect) ComQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) error {
+	ctx, end, err := h.e.stmts.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
 	ctx, stop := watchClient(ctx, c)
 	defer stop()
 	return wireError(h.Handler.ComQuery(ctx, c, query, withReadableInfo(callback)))
 }
 
 func (h cancelOnDisconnect) ComMultiQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) (string, error) {
+	ctx, end, err := h.e.stmts.start(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer end()
 	ctx, stop := watchClient(ctx, c)
 	defer stop()
 	rest, err := h.Handler.ComMultiQuery(ctx, c, query, withReadableInfo(callback))
@@ -278,6 +288,11 @@ func (h cancelOnDisconnect) ComPrepare(ctx context.Context, c *mysql.Conn, query
 }
 
 func (h cancelOnDisconnect) ComStmtExecute(ctx context.Context, c *mysql.Conn, prepare *mysql.PrepareData, callback func(*sqltypes.Result) error) error {
+	ctx, end, err := h.e.stmts.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
 	ctx, stop := watchClient(ctx, c)
 	defer stop()
 	return wireError(h.Handler.ComStmtExecute(ctx, c, prepare, callback))

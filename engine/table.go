@@ -102,6 +102,9 @@ func (t *Table) Partitions(*sql.Context) (sql.PartitionIter, error) {
 // PartitionRows implements sql.Table. A lookupPartition restricts the scan to an index lookup, run as one
 // query; a full scan of a large table is a rangeScan.
 func (t *Table) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter, error) {
+	if stagingTable(t.def.name) {
+		return nil, errStaging(t.def.name)
+	}
 	schema := t.Schema(ctx)
 	cols := make([]string, len(schema))
 	for i, c := range schema {
@@ -322,7 +325,13 @@ func (it *rowIter) Next(ctx *sql.Context) (sql.Row, error) {
 func (it *rowIter) Close(*sql.Context) error { return it.rows.Close() }
 
 // Inserter implements sql.InsertableTable.
-func (t *Table) Inserter(*sql.Context) sql.RowInserter { return newTableEditor(t) }
+func (t *Table) Inserter(ctx *sql.Context) sql.RowInserter {
+	e := newTableEditor(t)
+	if ctx != nil && statementChargesFrom(ctx) != nil {
+		e.stmt = ctx.Context // a CREATE TABLE … AS SELECT: its rows commit with their charges
+	}
+	return e
+}
 
 // Updater implements sql.UpdatableTable.
 func (t *Table) Updater(*sql.Context) sql.RowUpdater { return newTableEditor(t) }

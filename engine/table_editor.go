@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	gosql "database/sql"
 	"database/sql/driver"
 	"errors"
@@ -24,6 +25,13 @@ type tableEditor struct {
 	t *Table
 
 	session *Session // non-nil: conn is the session's transaction, not the editor's own
+	// stmt is the CREATE TABLE … AS SELECT context the editor was made in (nil otherwise), whose
+	// deferred charges it takes at its first write (ledger_tx.go); charged, when it took any in
+	// autocommit, is the transaction on the ledger's connection its rows and their charges commit in.
+	stmt      context.Context
+	charged   *chargedTx
+	chargedBy string
+	charges   []Charge
 	// discardCause is the error DiscardChanges was given: why a session's transaction is rolled back.
 	discardCause error
 	conn         *gosql.Conn
@@ -63,9 +71,29 @@ func (e *tableEditor) begin(ctx *sql.Context) error {
 	if err != nil {
 		return err
 	}
+	var by string
+	var charges []Charge
+	if e.stmt != nil {
+		by, charges = takeCharges(e.stmt)
+	}
 	if conn != nil {
+		if len(charges) > 0 {
+			// Inside a transaction (autocommit off) the rows commit with it, later: the charges are
+			// made now, as a release read by a SELECT of the transaction would be.
+			if err := e.t.db.p.ledger.Charge(ctx, by, charges); err != nil {
+				return err
+			}
+		}
 		s.noteWrite(e.t.def, e.t.mysqlName())
 		e.session, e.conn = s, conn
+		return nil
+	}
+	if len(charges) > 0 {
+		tx, err := e.t.db.p.ledger.beginCharged()
+		if err != nil {
+			return err
+		}
+		e.conn, e.charged, e.chargedBy, e.charges = tx.conn, tx, by, charges
 		return nil
 	}
 	conn, err = e.t.db.p.db.Conn(ctx)
@@ -130,13 +158,28 @@ func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
 		}
 		return e.translate(err)
 	}
+	if err == nil && commit && e.stmt != nil {
+		// A CREATE TABLE … AS SELECT's table is finished when its rows commit (ctas.go).
+		err = finishCreate(ctx, conn, e.stmt, e.t)
+	}
+	if tx := e.charged; tx != nil {
+		// The rows and their charges, on the ledger's connection (not closed here).
+		e.charged = nil
+		if err == nil && commit {
+			return tx.commit(e.chargedBy, e.charges)
+		}
+		_ = tx.rollback()
+		return e.translate(err)
+	}
 	defer conn.Close()
 	if err == nil && commit {
 		if _, err = conn.ExecContext(ctx, "COMMIT"); err == nil {
 			return nil
 		}
 	}
-	if _, rbErr := conn.ExecContext(ctx, "ROLLBACK"); rbErr != nil && err == nil && !commit {
+	// Not on ctx: a cancelled statement (KILL QUERY, a shutdown) must still roll back, or its
+	// connection would go back to the pool inside its open transaction.
+	if _, rbErr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil && err == nil && !commit {
 		return rbErr
 	}
 	return e.translate(err)

@@ -98,12 +98,14 @@ func (p *procedures) setBudget(ctx *sql.Context, table string, eps float64, mode
 }
 
 // privatizeRowsLedger is privatizeRows for a protected source: each row's unit is charged ε_x for its
-// features and ε_y for its label. The releases are charged (one ledger transaction) before the
-// destination's rows commit, so a failure in between leaves a charge without a release, never the
-// reverse; a source that would go over its budget writes nothing. NULL features or labels are released
-// as the default input; for an analyst so are invalid ones (the error would quote them).
+// features and ε_y for its label. It writes the releases into the temporary table, which nothing can
+// read (engine.StagingPrefix), checks their charges against the budgets (a source that would go over
+// its budget writes nothing) and returns the charges: they are written in the transaction that renames
+// the temporary table to the destination (privatize), so the destination and its charges commit
+// together or not at all. NULL features or labels are released as the default input; for an analyst so
+// are invalid ones (the error would quote them).
 func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.Budget, srcDB, srcName string, selectCols []string, nKeys int,
-	withLabel bool, mech *resolvedMechanism, randomiser string, epsX float64, krr *mechanisms.KRR, dstDB, tmpName string) (int64, error) {
+	withLabel bool, mech *resolvedMechanism, randomiser string, epsX float64, krr *mechanisms.KRR, dstDB, tmpName string, charges *[]engine.Charge) (int64, error) {
 	dba := isDBA(ctx, p.e.GMS.Analyzer)
 	isUnit := map[string]bool{}
 	for _, u := range b.UnitColumns {
@@ -237,13 +239,15 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 			lastLog = time.Now()
 		}
 	}
-	// Charge first: only then may the releases be written.
-	if err := c.commit(ctx); err != nil {
+	// Check the charges now, so that a source over its budget fails before anything is committed; they
+	// are checked again and written when the destination is named.
+	*charges = c.take()
+	if err := p.e.Ledger.Check(*charges); err != nil {
 		return fail(fmt.Errorf("%s: %w", fn, err))
 	}
 	if err := ins.StatementComplete(ctx); err != nil {
 		_ = ins.Close(ctx)
-		return 0, fmt.Errorf("%s: committing (the releases were charged): %w", fn, err)
+		return 0, fmt.Errorf("%s: committing (nothing was charged): %w", fn, err)
 	}
 	return n, ins.Close(ctx)
 }

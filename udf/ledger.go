@@ -1065,6 +1065,32 @@ func (c *collector) commit(ctx context.Context) error {
 	return c.ledger.Charge(ctx, c.by, charges)
 }
 
+// commitOrDefer is commit, unless the statement's rows commit with their charges (a CREATE TABLE … AS
+// SELECT: engine/ledger_tx.go), whose write then takes them; they are checked against the budgets now.
+func (c *collector) commitOrDefer(ctx context.Context, stmt context.Context) error {
+	c.mu.Lock()
+	charges := c.charges
+	c.mu.Unlock()
+	if len(charges) > 0 {
+		if deferred, err := c.ledger.Defer(stmt, c.by, charges); deferred {
+			c.mu.Lock()
+			c.charges = nil
+			c.mu.Unlock()
+			return err
+		}
+	}
+	return c.commit(ctx)
+}
+
+// take returns the charges collected, leaving none.
+func (c *collector) take() []engine.Charge {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	charges := c.charges
+	c.charges = nil
+	return charges
+}
+
 // mechanismID identifies a mechanism in memo keys: a mechanism registered again (another binary or
 // model under the same name) does not return the releases of the old one.
 func mechanismID(m *resolvedMechanism) string {
@@ -1463,7 +1489,7 @@ func (it *gateIter) drain(ctx *sql.Context) error {
 	if err := it.child.Close(it.cctx); err != nil {
 		return err
 	}
-	return it.c.commit(ctx)
+	return it.c.commitOrDefer(ctx, it.cctx)
 }
 
 func (it *gateIter) Close(*sql.Context) error {

@@ -332,13 +332,14 @@ func privatizeMetadataOf(t sql.Table) *PrivatizeMetadata {
 }
 
 // privatizeTmpPrefix starts the name of ldp_privatize's temporary destination (see dropLeftovers).
-const privatizeTmpPrefix = "_ldp_tmp_"
+const privatizeTmpPrefix = engine.StagingPrefix
 
 // privatize is CALL ldp_privatize('src', 'features_col', 'label_col', 'dst', eps, lambda, 'mechanism',
 // 'randomiser', K). The features get eps_x = lambda·eps through the mechanism, the label eps_y =
 // (1 − lambda)·eps through k-RR (label_col ” releases no label and spends all of eps on the features).
 // The source streams in batches; the destination is written in one transaction into a temporary table
-// renamed at the end, so a failure leaves no destination at all.
+// renamed at the end, so a failure leaves no destination at all; a protected source's charges commit
+// with that rename.
 func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst string, eps, lambda float64, mechanism, randomiser string, k int64) (sql.RowIter, error) {
 	const fn = "ldp_privatize"
 	if math.IsNaN(eps) || math.IsInf(eps, 0) || eps <= 0 {
@@ -429,8 +430,9 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 	dropTmp := func() { _ = p.exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s.%s", quoteCol(dstDB), quoteCol(tmpName))) }
 	start := time.Now()
 	var n int64
+	var charges []engine.Charge
 	if b, protected := p.e.Ledger.Budget(engine.TableRef{Database: srcDB, Table: srcName}); protected {
-		n, err = p.privatizeRowsLedger(ctx, fn, b, srcDB, srcName, selectCols, len(keyCols), withLabel, mech, randomiser, epsX, krr, dstDB, tmpName)
+		n, err = p.privatizeRowsLedger(ctx, fn, b, srcDB, srcName, selectCols, len(keyCols), withLabel, mech, randomiser, epsX, krr, dstDB, tmpName, &charges)
 	} else {
 		n, err = p.privatizeRows(ctx, fn, srcDB, srcName, selectCols, len(keyCols), withLabel, mech, randomiser, epsX, krr, dstDB, tmpName)
 	}
@@ -438,9 +440,26 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 		dropTmp()
 		return nil, err
 	}
-	if err := p.renameIn(ctx, dstDB, tmpName, dstName); err != nil {
+	// A protected source's charges commit in the transaction that names the destination: the
+	// destination and every charge for its rows, or neither (engine/ledger_tx.go).
+	rctx := ctx
+	if len(charges) > 0 {
+		rctx = engine.WithChargesOnWrite(ctx)
+		if _, err := p.e.Ledger.Defer(rctx, user(ctx), charges); err != nil {
+			dropTmp()
+			return nil, fmt.Errorf("%s: %w", fn, err)
+		}
+	}
+	if err := p.renameIn(rctx, dstDB, tmpName, dstName); err != nil {
 		dropTmp()
 		return nil, fmt.Errorf("%s: naming the destination %s: %w", fn, dst, err)
+	}
+	if left := engine.TakeCharges(rctx); len(left) > 0 {
+		// The rename did not take them (it always does): never leave the destination uncharged.
+		if err := p.e.Ledger.Charge(ctx, user(ctx), left); err != nil {
+			_ = p.exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s.%s", quoteCol(dstDB), quoteCol(dstName)))
+			return nil, fmt.Errorf("%s: %w", fn, err)
+		}
 	}
 	secs := time.Since(start).Seconds()
 	p.log("ldp_privatize: wrote %d rows to %s in %.1f s (%.0f rows/s), eps_x = %g, eps_y = %g", n, dst, secs, float64(n)/secs, epsX, epsY)

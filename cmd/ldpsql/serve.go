@@ -30,6 +30,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 	secureFilePriv := fs.String("secure-file-priv", "",
 		"the only directory whose files LOAD_FILE, SELECT … INTO OUTFILE/DUMPFILE and LOAD DATA INFILE may touch, for users with the FILE privilege (created if missing); NULL disables them (default "+engine.DefaultSecureFileDir+" beside --db)")
 	debugAddr := fs.String("debug-addr", "", "loopback address for Go's profiling endpoints (/debug/pprof/); off by default")
+	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGINT or SIGTERM, how long running statements may take to finish before they are cancelled (then the database is checkpointed and closed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,6 +51,9 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer e.Close()
+	for _, t := range e.DroppedUnfinished() {
+		logf("dropped %s, left empty by a CREATE TABLE … AS SELECT that the previous process did not finish", t)
+	}
 	if dir, err := e.CreateSecureFileDir(); err != nil {
 		return err
 	} else if dir != engine.NoSecureFilePriv {
@@ -79,6 +83,23 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "ldpsql: closing server: %v\n", err)
 		}
 		<-done
+		// Let running statements finish (a write cut off would keep DuckDB from checkpointing), and
+		// cancel those that take longer than the grace period: they roll back, charging nothing.
+		go func() {
+			if sig, ok := <-signals; ok {
+				fmt.Fprintf(stderr, "ldpsql: %s again: cancelling the running statements now\n", sig)
+				e.CancelRunning()
+			}
+		}()
+		rep := e.Drain(*grace, 60*time.Second)
+		switch {
+		case rep.Unfinished > 0:
+			logf("%d of %d running statements had not ended 60 s after they were cancelled", rep.Unfinished, rep.Running)
+		case rep.Cancelled > 0:
+			logf("cancelled %d of %d running statements, still running after the grace period (%v)", rep.Cancelled, rep.Running, *grace)
+		case rep.Running > 0:
+			logf("%d running statements finished", rep.Running)
+		}
 	case err := <-done:
 		if err != nil {
 			return err
