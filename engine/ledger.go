@@ -447,34 +447,6 @@ func (l *Ledger) Charge(ctx context.Context, releasedBy string, charges []Charge
 	return <-req.done
 }
 
-// Check reports whether charges would fit their units' budgets now, charging nothing: nil, or the
-// *BudgetError (or other error) that Charge would return. It is advisory — a concurrent Charge may spend
-// the budget between Check and Charge, and Charge decides — and serves to refuse a statement before it
-// evaluates anything whose running time could depend on the data (udf's predictable evaluation).
-func (l *Ledger) Check(charges []Charge) error {
-	if len(charges) == 0 {
-		return nil
-	}
-	req := &chargeRequest{charges: charges, tables: make([]TableRef, len(charges))}
-	for i, c := range charges {
-		b, ok := l.Budget(c.Table)
-		if !ok {
-			return fmt.Errorf("ldp ledger: %w: %s", ErrNotProtected, c.Table)
-		}
-		req.tables[i] = b.TableRef
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return errors.New("ldp ledger: the engine is closing; nothing was released")
-	}
-	if err := l.openConn(); err != nil {
-		return fmt.Errorf("ldp ledger: %w; nothing was released", err)
-	}
-	_, err := l.checkBudgets(req, nil)
-	return err
-}
-
 // chargeRequest is one Charge call waiting in the commit queue.
 type chargeRequest struct {
 	ctx        context.Context
