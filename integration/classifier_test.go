@@ -308,3 +308,59 @@ func TestReproQuickCLM(t *testing.T) {
 		t.Errorf("CLM at ε 10 (quick): %v %% test accuracy, chance is 10 %%\n%s", acc, log)
 	}
 }
+
+// TestReproQuickExperiments runs the other thesis tables that share the data-collection protocol, each
+// at reduced size on a few of its columns: the table names its columns and the experiment, columns
+// that differ only in their randomiser share one trained encoder, and aux-size trains on its η cut
+// while its pixel baselines privatise every training image.
+func TestReproQuickExperiments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	run := func(exp, mechs string) (md, log string) {
+		t.Helper()
+		out := t.TempDir()
+		cmd := exec.Command(ldpsqlBin, "repro", exp, "--dataset", "fashion-mnist", "--quick", "--eps", "10", "--mechanisms", mechs, "--out", out)
+		cmd.Dir = ".."
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ldpsql repro %s --quick: %v\n%s", exp, err, b)
+		}
+		m, err := os.ReadFile(filepath.Join(out, "results.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(m), string(b)
+	}
+	cell := regexp.MustCompile(`^\| 10 \|( [0-9.]+ \|)+$`)
+	check := func(exp, md, header string) {
+		t.Helper()
+		if !strings.Contains(md, header) || !strings.Contains(md, "`ldpsql repro "+exp+"`") {
+			t.Errorf("repro %s: results.md lacks %q or the experiment's name:\n%s", exp, header, md)
+		}
+		found := false
+		for _, line := range strings.Split(md, "\n") {
+			found = found || cell.MatchString(line)
+		}
+		if !found {
+			t.Errorf("repro %s: no ε 10 row of accuracies:\n%s", exp, md)
+		}
+	}
+
+	md, _ := run("linear", "vlm_linear,pca")
+	check("linear", md, "| ε | Linear VLM | PCA |")
+
+	md, log := run("randomisers", "vlm_duchi,vlm_privunit")
+	check("randomisers", md, "| ε | VLM + Duchi | VLM + PrivUnit |")
+	if n := strings.Count(log, "train VLM t1_vlm_e10:"); n != 1 {
+		t.Errorf("repro randomisers: the VLM was trained %d times for two columns that share it:\n%s", n, log)
+	}
+
+	md, log = run("aux-size", "vlm_eta10,privunit")
+	check("aux-size", md, "| ε | VLM η = .10 | PrivUnit |")
+	for _, want := range []string{"loaded t1_d1_eta10 (450)", "loaded t1_d2_eta10 (4050)", "loaded t1_d2_all (4500)"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("repro aux-size: the log lacks %q:\n%s", want, log)
+		}
+	}
+}
