@@ -356,6 +356,12 @@ func TestReproQuickExperiments(t *testing.T) {
 		t.Errorf("repro randomisers: the VLM was trained %d times for two columns that share it:\n%s", n, log)
 	}
 
+	md, _ = run("private-inference", "vlm,bound")
+	check("private-inference", md, "| ε | VLM | Upper bound |")
+	if !regexp.MustCompile(`\| 10 \| [0-9.]+ \| 80\.7 \|`).MatchString(md) {
+		t.Errorf("repro private-inference: the bound at ε_test = 7 is not the thesis's 80.7:\n%s", md)
+	}
+
 	md, log = run("aux-size", "vlm_eta10,privunit")
 	check("aux-size", md, "| ε | VLM η = .10 | PrivUnit |")
 	for _, want := range []string{"loaded t1_d1_eta10 (450)", "loaded t1_d2_eta10 (4050)", "loaded t1_d2_all (4500)"} {

@@ -538,6 +538,21 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 	clean := map[string]float64{}
 	for _, eps := range cfg.eps {
 		for _, mech := range cfg.mechs {
+			if mech == "bound" {
+				// The best accuracy any classifier reaches on a latent release at ε_test (thesis §4.4).
+				acc := 1.0
+				if !math.IsInf(eps, 1) {
+					rows, err := r.query(fmt.Sprintf("SELECT LDP_ACCURACY_BOUND(%g, 10)", cfg.lambda*eps))
+					if err != nil {
+						return err
+					}
+					if acc, err = toFloat64(rows[0][0]); err != nil {
+						return err
+					}
+				}
+				record(mech, eps, acc)
+				continue
+			}
 			c := columnOf(mech, cfg.exp)
 			d1, d2, err := splitOf(c)
 			if err != nil {
@@ -581,6 +596,24 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 			}
 			if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, priv, clfParams(model, c.objective, extra))); err != nil {
 				return err
+			}
+			if cfg.exp.privateTest {
+				// The test images released like D2's features (no label), classified as releases.
+				test := tag + "_test"
+				if _, err := r.query(fmt.Sprintf("CREATE TABLE %s AS SELECT label, LDP_ENCODE(features, %g, '%s', '%s') AS features FROM fmnist_test",
+					test, cfg.lambda*eps, mechanism, c.randomiser)); err != nil {
+					return err
+				}
+				rows, err := r.query(fmt.Sprintf("SELECT AVG(CASE WHEN PREDICT('%s', features, 'release') = label THEN 1.0 ELSE 0.0 END) FROM %s", model, test))
+				if err != nil {
+					return err
+				}
+				acc, err := toFloat64(rows[0][0])
+				if err != nil {
+					return err
+				}
+				record(mech, eps, acc)
+				continue
 			}
 			acc, err := testAccuracy(model)
 			if err != nil {
