@@ -43,7 +43,6 @@ func BenchmarkLoadDataLocal(b *testing.B) {
 	s := startServer(b, filepath.Join(b.TempDir(), "bench.duckdb"))
 	db := s.connect("root", "")
 	db.SetMaxOpenConns(1)
-	mustExec(b, db, "SET GLOBAL local_infile = 1")
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		mustExec(b, db, "DROP TABLE IF EXISTS wide")
