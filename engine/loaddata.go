@@ -35,7 +35,8 @@ import (
 // errors to warnings and loads the rest; ldpsql does not). Duplicate keys follow MySQL: without IGNORE or
 // REPLACE an error (1062), with IGNORE or LOCAL the file's row is skipped, with REPLACE it replaces the
 // stored row. Statements that need GMS's row machinery keep GMS's path: a SET clause or user variables,
-// tables with an AUTO_INCREMENT or generated column, or CHECK constraints.
+// tables with a generated column, or CHECK constraints. An AUTO_INCREMENT column takes the next value
+// where its field is missing, NULL or 0, as in an INSERT.
 
 // ruleLoadData is the analyzer rule id of loadDataRule, far from GMS's own ids.
 const ruleLoadData analyzer.RuleId = 100_005
@@ -73,7 +74,7 @@ func loadDataRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Sc
 	}
 	schema := t.def.schema.Schema
 	for _, c := range schema {
-		if c.AutoIncrement || c.Generated != nil {
+		if c.Generated != nil {
 			return n, transform.SameTree, nil
 		}
 	}
@@ -251,7 +252,7 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 	var defaults []int
 	for i, c := range schema {
 		if !hasField[i] {
-			if c.Default == nil && !c.Nullable {
+			if c.Default == nil && !c.Nullable && !c.AutoIncrement {
 				return res, mysql.NewSQLError(mysql.ERNoDefaultForField, mysql.SSUnknownSQLState, "Field '%s' doesn't have a default value", c.Name)
 			}
 			defaults = append(defaults, i)
@@ -262,6 +263,8 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 	for i, c := range schema {
 		fastConv[i] = fastNumber(c.Type)
 	}
+
+	auto := t.autoIncrementColumn()
 
 	r := newLoadReader(in, n.format)
 	var fields []loadField
@@ -296,7 +299,7 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 			c := n.cols[i]
 			col := schema[c]
 			if fld.null {
-				if !col.Nullable {
+				if !col.Nullable && !col.AutoIncrement {
 					return res, mysql.NewSQLError(mysql.ERBadNullError, mysql.SSConstraintViolation, "Column '%s' cannot be null %s", col.Name, where())
 				}
 				row[c], vals[c] = nil, nil
@@ -332,6 +335,24 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 			row[c] = v
 			if vals[c], err = toDuck(ctx, col.Type, v); err != nil {
 				return res, fmt.Errorf("column '%s' %s: %w", col.Name, where(), err)
+			}
+		}
+		if auto >= 0 {
+			// As an INSERT: NULL or 0 (or no field) takes the next value; a value moves the counter past it.
+			if isZeroOrNull(row[auto]) {
+				next, err := t.GetNextAutoIncrementValue(ctx, nil)
+				if err != nil {
+					return res, err
+				}
+				if row[auto], _, err = schema[auto].Type.Convert(ctx, next); err != nil {
+					return res, err
+				}
+				if vals[auto], err = toDuck(ctx, schema[auto].Type, row[auto]); err != nil {
+					return res, err
+				}
+			}
+			if err := t.noteInserted(ctx, row); err != nil {
+				return res, err
 			}
 		}
 		if err := ed.appender.AppendRow(vals...); err != nil {
@@ -398,6 +419,31 @@ func keyJoin(keys []string, a, b string) string {
 		conds[i] = a + "." + k + " = " + b + "." + k
 	}
 	return strings.Join(conds, " AND ")
+}
+
+// isZeroOrNull reports whether an AUTO_INCREMENT column's value asks for the next one.
+func isZeroOrNull(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case int8:
+		return x == 0
+	case int16:
+		return x == 0
+	case int32:
+		return x == 0
+	case int64:
+		return x == 0
+	case uint8:
+		return x == 0
+	case uint16:
+		return x == 0
+	case uint32:
+		return x == 0
+	case uint64:
+		return x == 0
+	}
+	return false
 }
 
 // loadErr names a reading error as LOAD DATA's.

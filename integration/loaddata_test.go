@@ -141,6 +141,19 @@ func TestLoadDataLocalQuotingAndErrors(t *testing.T) {
 		}
 	})
 
+	t.Run("AUTO_INCREMENT: a missing, NULL or 0 field takes the next value", func(t *testing.T) {
+		mustExec(t, db, "CREATE TABLE events (id BIGINT AUTO_INCREMENT PRIMARY KEY, kind VARCHAR(10) NOT NULL, n INT)")
+		mustExec(t, db, "INSERT INTO events (kind, n) VALUES ('before', 0)")
+		registerCSV(t, "events", "a,1\nb,2\n")
+		mustExec(t, db, "LOAD DATA LOCAL INFILE 'Reader::events' INTO TABLE events FIELDS TERMINATED BY ',' (kind, n)")
+		registerCSV(t, "events2", "\\N,c,3\n0,d,4\n10,e,5\n")
+		mustExec(t, db, "LOAD DATA LOCAL INFILE 'Reader::events2' INTO TABLE events FIELDS TERMINATED BY ','")
+		mustExec(t, db, "INSERT INTO events (kind, n) VALUES ('after', 6)")
+		if got, _ := queryString(t, db, "SELECT GROUP_CONCAT(CONCAT(id, kind) ORDER BY id) FROM events"); got != "1before,2a,3b,4c,5d,10e,11after" {
+			t.Errorf("AUTO_INCREMENT ids after LOAD DATA: %s", got)
+		}
+	})
+
 	t.Run("inside a transaction, rolled back", func(t *testing.T) {
 		registerCSV(t, "tx", "40,tx,,1\n")
 		tx, err := db.Begin()
