@@ -78,10 +78,19 @@ func strictDivisionRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *p
 	})
 }
 
-// wrapDivisions wraps every division of n's expressions, in n and the nodes below it.
+// wrapDivisions wraps the arithmetic holding a division in the expressions of n and the nodes below it.
 func wrapDivisions(ctx *sql.Context, n sql.Node) (sql.Node, bool, error) {
-	nn, id, err := transform.NodeExprs(ctx, n, func(ctx *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
-		return wrapDivision(e)
+	nn, id, err := transform.Node(ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
+		ex, ok := n.(sql.Expressioner)
+		if !ok {
+			return n, transform.SameTree, nil
+		}
+		exprs, same, err := wrapDivisionExprs(ctx, ex.Expressions())
+		if err != nil || same {
+			return n, transform.SameTree, err
+		}
+		nn, err := ex.WithExpressions(ctx, exprs...)
+		return nn, transform.NewTree, err
 	})
 	return nn, id == transform.SameTree, err
 }
@@ -90,43 +99,64 @@ func wrapDivisionExprs(ctx *sql.Context, exprs []sql.Expression) ([]sql.Expressi
 	same := true
 	out := make([]sql.Expression, len(exprs))
 	for i, e := range exprs {
-		ne, id, err := transform.Expr(ctx, e, func(ctx *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
-			return wrapDivision(e)
-		})
+		ne, changed, err := wrapTopArithmetic(ctx, e)
 		if err != nil {
 			return nil, false, err
 		}
-		if id == transform.NewTree {
-			same = false
-		}
+		same = same && !changed
 		out[i] = ne
 	}
 	return out, same, nil
 }
 
-func wrapDivision(e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+// wrapTopArithmetic wraps, top down, each outermost arithmetic expression that holds a division. The
+// arithmetic below stays whole: GMS's decimal division looks through nested +, -, *, / for its scale.
+// Comparisons are left alone (GMS sets their divisions' scale apart).
+func wrapTopArithmetic(ctx *sql.Context, e sql.Expression) (sql.Expression, bool, error) {
 	switch e.(type) {
-	case *expression.Div, *expression.IntDiv, *expression.Mod:
-		return &strictDivision{Expression: e}, transform.NewTree, nil
+	case nil, *strictDivision, expression.Comparer:
+		return e, false, nil
+	case expression.ArithmeticOp:
+		if hasDivision(ctx, e) {
+			return &strictDivision{Expression: e}, true, nil
+		}
+		return e, false, nil
 	}
-	return e, transform.SameTree, nil
+	children := e.Children()
+	if len(children) == 0 {
+		return e, false, nil
+	}
+	nc, same, err := wrapDivisionExprs(ctx, children)
+	if err != nil || same {
+		return e, false, err
+	}
+	ne, err := e.WithChildren(ctx, nc...)
+	return ne, err == nil, err
 }
 
-// strictDivision is a division that fails with error 1365 where it would be NULL for a zero divisor.
-// It stands in for the division in the tree: its children are the division's, so a walk over the tree
-// never finds the division again to wrap it twice.
+func hasDivision(ctx *sql.Context, e sql.Expression) bool {
+	return transform.InspectExpr(ctx, e, func(_ *sql.Context, e sql.Expression) bool {
+		switch e.(type) {
+		case *expression.Div, *expression.IntDiv, *expression.Mod:
+			return true
+		}
+		return false
+	})
+}
+
+// strictDivision is arithmetic holding a division that fails with error 1365 where a zero divisor
+// would make it NULL with warning 1365.
 type strictDivision struct {
-	sql.Expression // *expression.Div, *expression.IntDiv or *expression.Mod
+	sql.Expression // an expression.ArithmeticOp
 }
 
-func (d *strictDivision) Children() []sql.Expression { return d.Expression.Children() }
+func (d *strictDivision) Children() []sql.Expression { return []sql.Expression{d.Expression} }
 
-func (d *strictDivision) WithChildren(ctx *sql.Context, children ...sql.Expression) (sql.Expression, error) {
-	e, err := d.Expression.WithChildren(ctx, children...)
-	if err != nil {
-		return nil, err
+func (d *strictDivision) WithChildren(_ *sql.Context, children ...sql.Expression) (sql.Expression, error) {
+	if len(children) != 1 {
+		return nil, sql.ErrInvalidChildrenNumber.New(d, len(children), 1)
 	}
-	return &strictDivision{Expression: e}, nil
+	return &strictDivision{Expression: children[0]}, nil
 }
 
 func (d *strictDivision) String() string { return d.Expression.String() }
@@ -145,7 +175,7 @@ func (d *strictDivision) Eval(ctx *sql.Context, row sql.Row) (any, error) {
 	if err != nil || v != nil || ctx == nil || ctx.Session == nil || ctx.Session.WarningCount() == before {
 		return v, err
 	}
-	// NULL with a new warning: a zero divisor if the warning is 1365 (a NULL operand warns nothing).
+	// NULL with a new warning: a zero divisor if the newest is 1365 (a NULL operand warns nothing).
 	if w := ctx.Session.Warnings(); len(w) > 0 && w[0].Code == expression.ERDivisionByZero {
 		return nil, errDivisionByZero()
 	}

@@ -54,3 +54,22 @@ func TestDivisionByZero(t *testing.T) {
 	must("SET sql_mode = 'ERROR_FOR_DIVISION_BY_ZERO'")
 	must("INSERT INTO dz VALUES (4, 1/0, 0)")
 }
+
+// The wrapped divisions keep GMS's arithmetic: decimal precision, nested divisions, integer division.
+func TestStrictDivisionKeepsResults(t *testing.T) {
+	_, must := memorySQL(t)
+	must("CREATE TABLE r (id INT PRIMARY KEY, d DECIMAL(20,10), f DOUBLE, i BIGINT)")
+	must("INSERT INTO r VALUES (1, 1/3, 10/4/5, 7 DIV 2), (2, (1/3)/7, 2.5 % 1, MOD(-7, 3))")
+	want := must("SELECT id, d, f, i FROM r ORDER BY id")
+	must("SET sql_mode = CONCAT(@@sql_mode, ',ERROR_FOR_DIVISION_BY_ZERO')")
+	must("CREATE TABLE r2 (id INT PRIMARY KEY, d DECIMAL(20,10), f DOUBLE, i BIGINT)")
+	must("INSERT INTO r2 VALUES (1, 1/3, 10/4/5, 7 DIV 2), (2, (1/3)/7, 2.5 % 1, MOD(-7, 3))")
+	if got := must("SELECT id, d, f, i FROM r2 ORDER BY id"); got != want {
+		t.Errorf("with the strict wrapper: %s; without: %s", got, want)
+	}
+	must("UPDATE r2 SET d = d / 2, f = f / 4 WHERE id = 1")
+	must("UPDATE r SET d = d / 2, f = f / 4 WHERE id = 1")
+	if got, want := must("SELECT d, f FROM r2 WHERE id = 1"), must("SELECT d, f FROM r WHERE id = 1"); got != want {
+		t.Errorf("UPDATE with the strict wrapper: %s; without: %s", got, want)
+	}
+}
