@@ -169,13 +169,13 @@ func cutPredicate(ctx *sql.Context, col string, typ sql.Type, r sql.MySQLRangeCo
 		if err != nil {
 			return "", nil, err
 		}
-		conds, args = append(conds, col+" >= ?"), append(args, v)
+		conds, args = append(conds, col+" >= ?"), append(args, param(v))
 	case sql.Above:
 		v, err := toDuck(ctx, typ, lo.Key)
 		if err != nil {
 			return "", nil, err
 		}
-		conds, args = append(conds, col+" > ?"), append(args, v)
+		conds, args = append(conds, col+" > ?"), append(args, param(v))
 	case sql.AboveAll:
 		return "FALSE", nil, nil
 	default:
@@ -201,13 +201,13 @@ func cutPredicate(ctx *sql.Context, col string, typ sql.Type, r sql.MySQLRangeCo
 		if err != nil {
 			return "", nil, err
 		}
-		conds, args = append(conds, col+" < ?"), append(args, v)
+		conds, args = append(conds, col+" < ?"), append(args, param(v))
 	case sql.Above:
 		v, err := toDuck(ctx, typ, hi.Key)
 		if err != nil {
 			return "", nil, err
 		}
-		conds, args = append(conds, col+" <= ?"), append(args, v)
+		conds, args = append(conds, col+" <= ?"), append(args, param(v))
 	default:
 		return "", nil, fmt.Errorf("unsupported range bound %T", hi)
 	}

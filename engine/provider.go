@@ -41,6 +41,8 @@ type Provider struct {
 	// (jobsForEveryone). nil before: nobody is a DBA, and ldp_jobs needs a grant.
 	isDBA  func(*sql.Context) bool
 	grants func() *mysql_db.MySQLDb
+	// infile checks and resolves a server-side LOAD DATA INFILE path against secure_file_priv.
+	infile func(name string) (string, error)
 
 	open     sync.Map // *Session → struct{}: those with a pinned DuckDB transaction (transactions.go)
 	sessions sync.Map // connection id → *Session, for the server's connections (rolled back on disconnect)

@@ -46,8 +46,9 @@ import (
 //   - ldpsql_catalog.ldp_jobs shows a user who is not a DBA only the jobs they started, and every user
 //     may read it without a grant (jobs.go); the rest of the catalog keeps its grants.
 //
-// LOAD DATA LOCAL INFILE reads the client's file, not the server's; GMS refuses it unless the global
-// local_infile is 1, which only a DBA can now set.
+// LOAD DATA LOCAL INFILE reads the client's file, not the server's, into a table the user may insert
+// into: it is on by default (the global local_infile is 1, as MySQL 8 clients expect to ask for it), and
+// only a DBA can turn it off.
 
 // NoSecureFilePriv, given to WithSecureFilePriv (or serve --secure-file-priv), disables LOAD_FILE,
 // SELECT … INTO OUTFILE/DUMPFILE and LOAD DATA INFILE for everyone, as MySQL's secure_file_priv = NULL.
@@ -570,10 +571,12 @@ func (e *Engine) installServerBoundary() {
 	cat.AuthHandler = authHandler{cat.AuthHandler}
 	e.Provider.isDBA = e.IsDBA
 	e.Provider.grants = func() *mysql_db.MySQLDb { return cat.MySQLDb }
+	e.Provider.infile = func(name string) (string, error) { return e.files.check(name, false) }
 	e.Provider.RegisterFunction(sql.Function1{Name: "load_file", Fn: func(_ *sql.Context, name sql.Expression) sql.Expression {
 		return &loadFile{name: name, files: e.files, mdb: func() *mysql_db.MySQLDb { return cat.MySQLDb }}
 	}})
 	e.publishSecureFilePriv()
+	enableLocalInfile()
 	e.confineProcessList()
 	e.confineColumnStatistics()
 }
@@ -673,6 +676,28 @@ func (e *Engine) publishSecureFilePriv() {
 }
 
 var nullableSecureFilePriv sync.Once
+
+// enableLocalInfile makes local_infile 1 by default (GMS: 0) and sets it so, once per process.
+func enableLocalInfile() {
+	localInfileOn.Do(func() {
+		sv, _, ok := sql.SystemVariables.GetGlobal("local_infile")
+		if !ok {
+			panic("ldpsql: GMS has no system variable local_infile")
+		}
+		msv, ok := sv.(*sql.MysqlSystemVariable)
+		if !ok {
+			panic(fmt.Sprintf("ldpsql: GMS's local_infile is a %T", sv))
+		}
+		nv := *msv
+		nv.Default = int8(1)
+		sql.SystemVariables.AddSystemVariables([]sql.SystemVariable{&nv})
+		if err := sql.SystemVariables.AssignValues(map[string]any{"local_infile": int8(1)}); err != nil {
+			panic(fmt.Sprintf("ldpsql: setting local_infile: %v", err))
+		}
+	})
+}
+
+var localInfileOn sync.Once
 
 // nullableString is a string system variable type that also holds NULL, as MySQL's secure_file_priv
 // does when file access is off (GMS's string type turns NULL into ”, which MySQL reads as "anywhere").

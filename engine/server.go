@@ -60,7 +60,7 @@ func (e *Engine) Serve(cfg ServerConfig) (*Server, error) {
 	}
 	s, err := server.NewServerWithHandler(server.Config{
 		Protocol: "tcp",
-		Listener: ln,
+		Listener: newStatsListener(ln), // answers COM_STATISTICS: see statistics.go
 		Version:  cfg.Version,
 	}, e.GMS, sql.NewContext, e.sessionBuilder, nil, e.wrapHandler) // wrapHandler: see limits.go
 	if err != nil {

@@ -264,9 +264,19 @@ func (e *tableEditor) keyPredicate() string {
 func (e *tableEditor) keyArgs(vals []driver.Value) []any {
 	args := make([]any, len(e.keyCols))
 	for i, c := range e.keyCols {
-		args[i] = vals[c]
+		args[i] = param(vals[c])
 	}
 	return args
+}
+
+// param is an appender value as a statement parameter: duckdb-go binds no duckdb.Decimal (database/sql
+// refused it, so an UPDATE, DELETE or upsert of a table with a DECIMAL column failed), so a decimal
+// goes as its exact text, which DuckDB casts to the column's DECIMAL.
+func param(v driver.Value) any {
+	if d, ok := v.(duckdb.Decimal); ok {
+		return d.String()
+	}
+	return v
 }
 
 // Delete implements sql.RowDeleter.
@@ -325,7 +335,7 @@ func (e *tableEditor) Update(ctx *sql.Context, old, new sql.Row) error {
 	}
 	args := make([]any, 0, len(newVals)+len(e.keyCols))
 	for _, v := range newVals {
-		args = append(args, v)
+		args = append(args, param(v))
 	}
 	args = append(args, e.keyArgs(oldVals)...)
 	res, err := e.updateSQL.ExecContext(ctx, args...)

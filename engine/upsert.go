@@ -99,7 +99,7 @@ func (e *tableEditor) insertChecked(ctx *sql.Context, row sql.Row, vals []driver
 	}
 	args := make([]any, len(vals))
 	for i, v := range vals {
-		args[i] = v
+		args[i] = param(v)
 	}
 	if _, err := e.insertSQL.ExecContext(ctx, args...); err != nil {
 		return e.translate(err)
