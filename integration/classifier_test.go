@@ -362,6 +362,15 @@ func TestReproQuickExperiments(t *testing.T) {
 		t.Errorf("repro private-inference: the bound at ε_test = 7 is not the thesis's 80.7:\n%s", md)
 	}
 
+	md, _ = run("feature-level", "vlm_feature")
+	check("feature-level", md, "| ε | VLM (feature) |")
+
+	md, log = run("novel-class", "vlm,laplace")
+	check("novel-class", md, "| ε | VLM | Laplace |")
+	if !strings.Contains(log, "loaded t1_d1_novel") || !strings.Contains(log, "novel class 9:") {
+		t.Errorf("repro novel-class: no D1 without the novel class, or no balanced test set:\n%s", log)
+	}
+
 	md, log = run("aux-size", "vlm_eta10,privunit")
 	check("aux-size", md, "| ε | VLM η = .10 | PrivUnit |")
 	for _, want := range []string{"loaded t1_d1_eta10 (450)", "loaded t1_d2_eta10 (4050)", "loaded t1_d2_all (4500)"} {

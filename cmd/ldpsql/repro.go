@@ -382,6 +382,21 @@ func runRepro(cfg reproConfig, prev reproResults, log io.Writer, trialDone func(
 	if _, err := loadVectors(context.Background(), newEmbedded(e), "fmnist_test", test.Pixels[:cfg.nTest], test.Labels[:cfg.nTest]); err != nil {
 		return nil, 0, err
 	}
+	if c := cfg.exp.novel; c > 0 {
+		idx := make([]int, cfg.nTest)
+		for i := range idx {
+			idx[i] = i
+		}
+		idx = balancedNovel(idx, test.Labels, c)
+		x, y := make([][]float32, len(idx)), make([]int, len(idx))
+		for k, i := range idx {
+			x[k], y[k] = test.Pixels[i], map[bool]int{true: 1, false: 0}[test.Labels[i] == c]
+		}
+		if _, err := loadVectors(context.Background(), newEmbedded(e), "fmnist_test_novel", x, y); err != nil {
+			return nil, 0, err
+		}
+		r.logf("novel class %d: %d balanced test images", c, len(idx))
+	}
 	res := reproResults{}
 	for m, byEps := range prev {
 		res[m] = map[string][]float64{}
@@ -418,13 +433,24 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 	// The splits, each loaded once: Table 4.1's D1 (unlabelled: its labels are not loaded at all) and
 	// D2, and the other D1/D2 cuts that aux-size's columns ask for.
 	loaded := map[string]bool{}
+	novel := cfg.exp.novel
 	load := func(name string, idx []int, labelled bool) (string, error) {
 		if loaded[name] {
 			return name, nil
 		}
+		if novel > 0 {
+			if labelled {
+				idx = balancedNovel(idx, train.Labels, novel)
+			} else {
+				idx = slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return train.Labels[i] == novel })
+			}
+		}
 		x, y := make([][]float32, len(idx)), make([]int, len(idx))
 		for k, i := range idx {
 			x[k], y[k] = train.Pixels[i], train.Labels[i]
+			if novel > 0 {
+				y[k] = map[bool]int{true: 1, false: 0}[y[k] == novel]
+			}
 		}
 		if !labelled {
 			y = nil
@@ -438,27 +464,36 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 	}
 	splitOf := func(c reproColumn) (d1, d2 string, err error) {
 		cut, suffix := cfg.nAux, ""
+		if novel > 0 {
+			suffix = "_novel"
+		}
 		if c.eta > 0 && etaSplit(c.eta, n) != cfg.nAux {
-			cut, suffix = etaSplit(c.eta, n), fmt.Sprintf("_eta%.0f", 100*c.eta)
+			cut, suffix = etaSplit(c.eta, n), suffix+fmt.Sprintf("_eta%.0f", 100*c.eta)
 		}
 		if d1, err = load(p+"d1"+suffix, perm[:cut], false); err != nil {
 			return "", "", err
 		}
 		if c.allD2 {
-			d2, err = load(p+"d2_all", perm[:n], true)
+			d2, err = load(p+"d2_all"+suffix, perm[:n], true)
 		} else {
 			d2, err = load(p+"d2"+suffix, perm[cut:n], true)
 		}
 		return d1, d2, err
 	}
-	if _, _, err := splitOf(reproColumn{}); err != nil {
+	baseD1, _, err := splitOf(reproColumn{})
+	if err != nil {
 		return err
 	}
+	testTable := "fmnist_test"
+	if novel > 0 {
+		testTable = "fmnist_test_novel"
+	}
+	k := cfg.exp.classes()
 
 	// The raw-feature box of the pixel baselines is fitted on Table 4.1's D1.
 	box := p + "box"
 	if needsBox(cfg.mechs, cfg.exp) {
-		if _, err := r.query(fmt.Sprintf("CALL ldp_fit_mechanism('%s', 'identity', '%s', 'features', '{}')", box, p+"d1")); err != nil {
+		if _, err := r.query(fmt.Sprintf("CALL ldp_fit_mechanism('%s', 'identity', '%s', 'features', '{}')", box, baseD1)); err != nil {
 			return err
 		}
 	}
@@ -469,7 +504,7 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 		return fmt.Sprintf(`{"model":"%s","objective":"%s","seed":%d,"epochs":%d%s}`, model, objective, seed, int(cfg.clfEpochs), extra)
 	}
 	testAccuracy := func(model string) (float64, error) {
-		rows, err := r.query(fmt.Sprintf("SELECT AVG(CASE WHEN PREDICT('%s', features) = label THEN 1.0 ELSE 0.0 END) FROM fmnist_test", model))
+		rows, err := r.query(fmt.Sprintf("SELECT AVG(CASE WHEN PREDICT('%s', features) = label THEN 1.0 ELSE 0.0 END) FROM %s", model, testTable))
 		if err != nil {
 			return 0, err
 		}
@@ -542,7 +577,7 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 				// The best accuracy any classifier reaches on a latent release at ε_test (thesis §4.4).
 				acc := 1.0
 				if !math.IsInf(eps, 1) {
-					rows, err := r.query(fmt.Sprintf("SELECT LDP_ACCURACY_BOUND(%g, 10)", cfg.lambda*eps))
+					rows, err := r.query(fmt.Sprintf("SELECT LDP_ACCURACY_BOUND(%g, %d)", cfg.lambda*eps, k))
 					if err != nil {
 						return err
 					}
@@ -564,6 +599,39 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 			}
 			tag := p + mech + "_e" + epsName(eps)
 			model := tag + "_clf"
+			if c.decode {
+				// Feature level: decode the releases (or, at ε = ∞, the clean latents) to pixels and
+				// train a classifier of pixels on them, which then reads the clean test images.
+				src, epsX, epsY := d2, 0.0, 0.0
+				// ε 64, the largest accepted, is as good as clean for a d = 8 latent of radius l.
+				decoded := fmt.Sprintf("LDP_DECODE(LDP_ENCODE(features, 64, '%s'), '%s')", mechanism, mechanism)
+				if !math.IsInf(eps, 1) {
+					src = tag + "_d2"
+					epsX, epsY = cfg.lambda*eps, (1-cfg.lambda)*eps
+					if _, err := r.query(fmt.Sprintf("CALL ldp_privatize('%s', 'features', 'label', '%s', %g, %g, '%s', '%s', %d)",
+						d2, src, eps, cfg.lambda, mechanism, c.randomiser, k)); err != nil {
+						return err
+					}
+					decoded = fmt.Sprintf("LDP_DECODE(features, '%s')", mechanism)
+				}
+				dec := tag + "_decoded"
+				if _, err := r.query(fmt.Sprintf("CREATE TABLE %s AS SELECT label, %s AS features FROM %s", dec, decoded, src)); err != nil {
+					return err
+				}
+				objective, extra := "forward", fmt.Sprintf(`,"mechanism":"%s","randomiser":"laplace","eps_x":%g,"eps_y":%g,"K":%d,"features_col":"features","label_col":"label"`, box, epsX, epsY, k)
+				if math.IsInf(eps, 1) {
+					objective, extra = "clean", fmt.Sprintf(`,"mechanism":"%s","features_col":"features","label_col":"label","K":%d`, box, k)
+				}
+				if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, dec, clfParams(model, objective, extra))); err != nil {
+					return err
+				}
+				acc, err := testAccuracy(model)
+				if err != nil {
+					return err
+				}
+				record(mech, eps, acc)
+				continue
+			}
 			if math.IsInf(eps, 1) {
 				key := mechanism + "@" + d2
 				acc, ok := clean[key]
@@ -572,7 +640,7 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 						model = p + "raw_clf" + strings.TrimPrefix(d2, p+"d2")
 					}
 					if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, d2,
-						clfParams(model, "clean", fmt.Sprintf(`,"mechanism":"%s","features_col":"features","label_col":"label","K":10`, mechanism)))); err != nil {
+						clfParams(model, "clean", fmt.Sprintf(`,"mechanism":"%s","features_col":"features","label_col":"label","K":%d`, mechanism, k)))); err != nil {
 						return err
 					}
 					if acc, err = testAccuracy(model); err != nil {
@@ -590,8 +658,8 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 				extra = fmt.Sprintf(`,"aux_table":"%s","batch_size":512,"lr":0.002`, d1)
 			}
 			priv := tag + "_d2"
-			if _, err := r.query(fmt.Sprintf("CALL ldp_privatize('%s', 'features', 'label', '%s', %g, %g, '%s', '%s', 10)",
-				d2, priv, eps, cfg.lambda, mechanism, c.randomiser)); err != nil {
+			if _, err := r.query(fmt.Sprintf("CALL ldp_privatize('%s', 'features', 'label', '%s', %g, %g, '%s', '%s', %d)",
+				d2, priv, eps, cfg.lambda, mechanism, c.randomiser, k)); err != nil {
 				return err
 			}
 			if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, priv, clfParams(model, c.objective, extra))); err != nil {
@@ -600,8 +668,8 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 			if cfg.exp.privateTest {
 				// The test images released like D2's features (no label), classified as releases.
 				test := tag + "_test"
-				if _, err := r.query(fmt.Sprintf("CREATE TABLE %s AS SELECT label, LDP_ENCODE(features, %g, '%s', '%s') AS features FROM fmnist_test",
-					test, cfg.lambda*eps, mechanism, c.randomiser)); err != nil {
+				if _, err := r.query(fmt.Sprintf("CREATE TABLE %s AS SELECT label, LDP_ENCODE(features, %g, '%s', '%s') AS features FROM %s",
+					test, cfg.lambda*eps, mechanism, c.randomiser, testTable)); err != nil {
 					return err
 				}
 				rows, err := r.query(fmt.Sprintf("SELECT AVG(CASE WHEN PREDICT('%s', features, 'release') = label THEN 1.0 ELSE 0.0 END) FROM %s", model, test))
@@ -623,6 +691,25 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 		}
 	}
 	return nil
+}
+
+// balancedNovel keeps, of the rows idx (in order), every one of class c and as many of the others
+// (the first ones), so that c against the rest is balanced.
+func balancedNovel(idx []int, labels []int, c int) []int {
+	var in, out []int
+	for _, i := range idx {
+		if labels[i] == c {
+			in = append(in, i)
+		} else {
+			out = append(out, i)
+		}
+	}
+	out = out[:min(len(out), len(in))]
+	keep := map[int]bool{}
+	for _, i := range append(in, out...) {
+		keep[i] = true
+	}
+	return slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return !keep[i] })
 }
 
 func toFloat64(v any) (float64, error) {

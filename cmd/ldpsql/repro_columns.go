@@ -23,6 +23,17 @@ type reproExperiment struct {
 	// privateTest: the test images are privatised too (features only, at ε_x = λε, through the column's
 	// mechanism and randomiser) and classified by a classifier of the releases (Eq 4.12).
 	privateTest bool
+	// novel: the class (Fashion-MNIST's 9, ankle boot, as the thesis's MNIST 9) left out of D1; D2 and the
+	// test images become that class against the rest, balanced, K = 2. 0: none.
+	novel int
+}
+
+// classes is the number of labels the experiment's classifiers tell apart.
+func (e *reproExperiment) classes() int {
+	if e.novel > 0 {
+		return 2
+	}
+	return 10
 }
 
 var reproExperiments = []reproExperiment{
@@ -31,6 +42,12 @@ var reproExperiments = []reproExperiment{
 	{name: "linear", table: "Table 4.4", title: "VLM vs linear VLM vs PCA on Fashion-MNIST (all d = 8): test accuracy (%) on clean test images",
 		mechs: []string{"vlm", "vlm_linear", "pca"}, eps: "1,2,4,6,8,10,inf",
 		protocol: "The linear VLM is the VLM with a linear encoder and decoder (no hidden layers), trained like the VLM; PCA keeps the same l."},
+	{name: "feature-level", table: "Table 4.2", title: "Releases classified as latents or decoded to pixels, Fashion-MNIST: test accuracy (%) on clean test images",
+		mechs: []string{"vlm", "vlm_feature", "privunit", "duchi", "laplace"}, eps: "1,2,4,6,8,10,inf",
+		protocol: "VLM (feature): the same VLM releases are decoded to pixels (LDP_DECODE, the thesis's x̃ = decoder(z̃)) and a classifier of " +
+			"pixels is trained on them with the forward-corrected objective (Eq 4.12), then reads the clean test images (the raw pixels' " +
+			"box, fitted on D1). At ε = ∞ it is trained on releases at ε = 64 decoded (the largest ε LDP_ENCODE accepts; SQL has no clean " +
+			"encoding: nearly clean for an 8-d latent)."},
 	{name: "aux-size", table: "Table 4.3", title: "Auxiliary-set size on Fashion-MNIST: test accuracy (%) on clean test images",
 		mechs: []string{"vlm_eta75", "vlm_eta50", "vlm_eta25", "vlm_eta10", "privunit", "duchi"}, eps: "1,2,4,6,8,10",
 		protocol: "η is the fraction of the training images (D1 + D2 of Table 4.1) that trains the VLM (its D1, unlabelled); the rest is its D2, " +
@@ -41,6 +58,11 @@ var reproExperiments = []reproExperiment{
 		protocol: "Each column's classifier is trained on D2's releases with the forward-corrected objective (Eq 4.12: p(y|z̃)), and the test " +
 			"images are released like D2's features (ε_test = λε, no label) and classified as releases. The upper bound is LDP_ACCURACY_BOUND(ε_test, 10): " +
 			"the best accuracy any classifier can reach on a release at ε_test (thesis §4.4). The ∞ row classifies clean test images."},
+	{name: "novel-class", table: "Table 4.5", title: "A class the mechanism never saw, Fashion-MNIST: test accuracy (%), ankle boot vs the rest",
+		mechs: []string{"vlm", "privunit", "duchi", "laplace"}, eps: "1,2,4,6,8,10,inf", novel: 9,
+		protocol: "D1 holds no ankle boots (class 9): the mechanisms never see one. D2 and the clean test images are relabelled ankle boot (1) vs " +
+			"the rest (0) and balanced (every ankle boot and as many others), and privatised with K = 2. Every classifier uses the " +
+			"forward-corrected objective (Eq 4.12), since D1's prior has no ankle boots; chance is 50 %."},
 	{name: "randomisers", table: "the thesis's future work (ch. 6)", title: "Randomisers on learned latents, Fashion-MNIST: test accuracy (%) on clean test images",
 		mechs: []string{"vlm", "vlm_duchi", "vlm_privunit", "pca", "pca_duchi", "pca_privunit"}, eps: "1,2,4,6,8,10,inf",
 		protocol: "The same trained VLM and fitted PCA at each ε release their latents through Laplace, Duchi or PrivUnit at the same ε_x. " +
@@ -67,13 +89,13 @@ func experimentNames() []string {
 
 // reproMechanisms are the columns --mechanisms accepts.
 var reproMechanisms = []string{"vlm", "pca", "laplace", "duchi", "privunit", "vlm_cdp5", "vlm_cdp1", "clm", "vlm_linear",
-	"vlm_duchi", "vlm_privunit", "pca_duchi", "pca_privunit", "vlm_eta75", "vlm_eta50", "vlm_eta25", "vlm_eta10", "bound"}
+	"vlm_duchi", "vlm_privunit", "pca_duchi", "pca_privunit", "vlm_eta75", "vlm_eta50", "vlm_eta25", "vlm_eta10", "bound", "vlm_feature"}
 
 var mechTitles = map[string]string{"vlm": "VLM", "pca": "PCA", "laplace": "Laplace", "duchi": "Duchi", "privunit": "PrivUnit",
 	"vlm_cdp5": "VLM (ε_CDP = 5)", "vlm_cdp1": "VLM (ε_CDP = 1)", "clm": "CLM", "vlm_linear": "Linear VLM",
 	"vlm_duchi": "VLM + Duchi", "vlm_privunit": "VLM + PrivUnit", "pca_duchi": "PCA + Duchi", "pca_privunit": "PCA + PrivUnit",
 	"vlm_eta75": "VLM η = .75", "vlm_eta50": "VLM η = .50", "vlm_eta25": "VLM η = .25", "vlm_eta10": "VLM η = .10",
-	"bound": "Upper bound"}
+	"bound": "Upper bound", "vlm_feature": "VLM (feature)"}
 
 // reproColumn is what a column does: which encoder (trained or fitted on its D1), which randomiser
 // releases its D2, and which objective classifies the releases.
@@ -83,12 +105,13 @@ type reproColumn struct {
 	objective  string  // "marginal" (Eq 4.11, Laplace latents only) or "forward" (Eq 4.12)
 	eta        float64 // the fraction of the training images in its D1; 0: Table 4.1's split
 	allD2      bool    // a raw-pixel baseline of aux-size: every training image is its D2
+	decode     bool    // feature level: the releases are decoded (LDP_DECODE) and classified as pixels
 }
 
 // columnOf parses a --mechanisms name ("bound" is not a column of releases: the trial computes it).
 func columnOf(mech string, exp *reproExperiment) reproColumn {
 	c := columnOfName(mech, exp)
-	if exp.privateTest {
+	if exp.privateTest || exp.novel > 0 {
 		c.objective = "forward"
 	}
 	return c
@@ -98,6 +121,9 @@ func columnOfName(mech string, exp *reproExperiment) reproColumn {
 	switch mech {
 	case "laplace", "duchi", "privunit":
 		return reproColumn{encoder: "box", randomiser: mech, objective: "forward", allD2: exp.name == "aux-size"}
+	}
+	if mech == "vlm_feature" {
+		return reproColumn{encoder: "vlm", randomiser: "laplace", objective: "forward", decode: true}
 	}
 	if base, eta, ok := strings.Cut(mech, "_eta"); ok {
 		v, _ := strconv.Atoi(eta)
@@ -113,7 +139,10 @@ func columnOfName(mech string, exp *reproExperiment) reproColumn {
 
 // needsBox reports whether a column privatises the raw pixels (through the identity box fitted on D1).
 func needsBox(mechs []string, exp *reproExperiment) bool {
-	return slices.ContainsFunc(mechs, func(m string) bool { return m != "bound" && columnOf(m, exp).encoder == "box" })
+	return slices.ContainsFunc(mechs, func(m string) bool {
+		c := columnOf(m, exp)
+		return m != "bound" && (c.encoder == "box" || c.decode)
+	})
 }
 
 // columnNotes are results.md's paragraphs on the columns whose settings Table 4.1's text does not cover.
