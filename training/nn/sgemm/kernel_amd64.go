@@ -1,0 +1,14 @@
+//go:build amd64 && !purego
+
+package sgemm
+
+import "golang.org/x/sys/cpu"
+
+// hasAVX2 reports whether the CPU (and OS) support AVX2, which the assembly kernel needs.
+var hasAVX2 = cpu.X86.HasAVX2
+
+//go:noescape
+func kernel6x16(kc int, a *float32, b *float32, c *float32, ldc int, load bool)
+
+//go:noescape
+func kernel6x16fma(kc int, a *float32, b *float32, c *float32, ldc int, load bool)
