@@ -7,8 +7,11 @@ import "golang.org/x/sys/cpu"
 // hasAVX2 reports whether the CPU (and OS) support AVX2, which the assembly kernel needs.
 var hasAVX2 = cpu.X86.HasAVX2
 
-//go:noescape
-func kernel6x16(kc int, a *float32, b *float32, c *float32, ldc int, load bool)
+// gonumIsFaster: without AVX2, gonum's SSE kernels beat the pure-Go one.
+const gonumIsFaster = true
 
 //go:noescape
-func kernel6x16fma(kc int, a *float32, b *float32, c *float32, ldc int, load bool)
+func kernel6x16(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, load bool)
+
+//go:noescape
+func kernel6x16fma(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, load bool)

@@ -47,7 +47,7 @@ func shapes() []shape {
 		}
 	}
 	// Strides past the row lengths, a B wider than one packed block, and the VLM's first layer.
-	return append(ss, shape{9, 19, 23, 31, 20, 25}, shape{70, 1100, 300, 300, 1103, 1100}, shape{256, 400, 784, 784, 400, 400})
+	return append(ss, shape{9, 19, 23, 31, 20, 25}, shape{70, 1100, 300, 300, 1103, 1100}, shape{250, 33, 600, 611, 40, 37}, shape{256, 400, 784, 784, 400, 400})
 }
 
 // Untransposed products agree bit for bit with gonum's Sgemm, for every kernel, α and β, odd
@@ -112,13 +112,14 @@ func TestKernelsAgree(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, kc := range []int{0, 1, 2, 5, 255, 256} {
-		a := matrix(rng, 1, mr*max(kc, 1), mr*max(kc, 1))
-		b := matrix(rng, 1, nr*max(kc, 1), nr*max(kc, 1))
+		lda, ldb := kc+3, nr+5
+		a := matrix(rng, mr, max(kc, 1), lda)
+		b := matrix(rng, max(kc, 1), nr, ldb)
 		for _, load := range []bool{false, true} {
 			c0 := matrix(rng, mr, nr, 21)
 			x, y := append([]float32(nil), c0...), append([]float32(nil), c0...)
-			goKernel(kc, a, b, x, 21, load)
-			avx2Kernel(kc, a, b, y, 21, load)
+			goKernel(kc, a, lda, b, ldb, x, 21, load)
+			avx2Kernel(kc, a, lda, b, ldb, y, 21, load)
 			for i := range x {
 				if math.Float32bits(x[i]) != math.Float32bits(y[i]) && !(math.IsNaN(float64(x[i])) && math.IsNaN(float64(y[i]))) {
 					t.Fatalf("kc %d, load %v: C[%d] Go %v, AVX2 %v", kc, load, i, x[i], y[i])
