@@ -12,6 +12,3 @@ const gonumIsFaster = true
 
 //go:noescape
 func kernel6x16(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, load bool)
-
-//go:noescape
-func kernel6x16fma(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, load bool)

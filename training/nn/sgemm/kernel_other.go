@@ -11,7 +11,3 @@ const gonumIsFaster = false
 func kernel6x16(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, load bool) {
 	panic("sgemm: no assembly kernel in this build")
 }
-
-func kernel6x16fma(kc int, a *float32, lda int, b *float32, ldb int, c *float32, ldc int, load bool) {
-	panic("sgemm: no assembly kernel in this build")
-}

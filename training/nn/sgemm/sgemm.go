@@ -57,7 +57,7 @@ func init() {
 
 // checkTile panics unless a, b and c hold the tile's operands (the assembly does not check).
 func checkTile(kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
-	_, _, _ = a[:(mr-1)*lda+kc], b[:(kc-1)*ldb+nr], c[:(mr-1)*ldc+nr]
+	_, _, _ = a[(mr-1)*lda+kc-1], b[(kc-1)*ldb+nr-1], c[(mr-1)*ldc+nr-1] // within len, not only cap
 }
 
 func avx2Kernel(kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, load bool) {
@@ -67,17 +67,6 @@ func avx2Kernel(kc int, a []float32, lda int, b []float32, ldb int, c []float32,
 	}
 	checkTile(kc, a, lda, b, ldb, c, ldc)
 	kernel6x16(kc, &a[0], lda, &b[0], ldb, &c[0], ldc, load)
-}
-
-// avx2FMAKernel is the assembly kernel with fused multiply-adds: not used (it rounds differently
-// from gonum and from the pure-Go kernel), kept to measure what the separate rounding costs.
-func avx2FMAKernel(kc int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, load bool) {
-	if kc < 1 {
-		goKernel(kc, a, lda, b, ldb, c, ldc, load)
-		return
-	}
-	checkTile(kc, a, lda, b, ldb, c, ldc)
-	kernel6x16fma(kc, &a[0], lda, &b[0], ldb, &c[0], ldc, load)
 }
 
 // goKernel is the pure-Go kernel: each half row of the tile in eight scalar accumulators. The

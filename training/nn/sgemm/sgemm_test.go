@@ -192,12 +192,31 @@ func BenchmarkSgemm(b *testing.B) {
 		})
 	})
 	ks := kernels()
-	if hasAVX2 {
-		ks["avx2fma"] = avx2FMAKernel
-	}
-	for _, name := range []string{"go", "avx2", "avx2fma"} {
+	for _, name := range []string{"go", "avx2"} {
 		if f, ok := ks[name]; ok {
 			b.Run(name, func(b *testing.B) { run(b, func() { product(f, m, n, k, 1, x, k, w, n, c, n, false) }) })
 		}
+	}
+}
+
+// The assembly kernel's operands are checked against their lengths (not their capacities) first.
+func TestAVX2KernelChecksLengths(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2 kernel on this machine or build")
+	}
+	a, b, c := make([]float32, mr*4), make([]float32, 4*nr), make([]float32, mr*nr)
+	for name, f := range map[string]func(){
+		"short A": func() { avx2Kernel(4, a[:mr*4-1], 4, b, nr, c, nr, false) },
+		"short B": func() { avx2Kernel(4, a, 4, b[:4*nr-1], nr, c, nr, false) },
+		"short C": func() { avx2Kernel(4, a, 4, b, nr, c[:mr*nr-1], nr, false) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
 	}
 }
