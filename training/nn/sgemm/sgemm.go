@@ -4,14 +4,14 @@
 // forward passes of the encoders through it.
 //
 // The product is blocked as in GotoBLAS around a 6×16 register-blocked kernel (12 AVX2
-// accumulators), reading A and B in place. Every element of C is the same
-// chain of roundings whichever kernel runs, however the product is blocked or split and whatever
+// accumulators), reading A and B in place. Every element of C is the same chain of roundings whichever kernel runs, however the product is blocked or split and whatever
 // row of a batch it is: c = (…((c₀ + a₀b₀) + a₁b₁) + …) + a_{k−1}b_{k−1}, each product rounded to
 // float32 and then each sum (a multiply then an add, no fused multiply-add). That is also the
 // chain gonum's Sgemm computes, so the results are bit for bit gonum's (for finite B: gonum skips
 // a zero element of A, which matters only when it meets an infinite or NaN B), the encoders'
-// releases do not change with this package, and a client on any architecture (the pure-Go kernel
-// in a browser) releases exactly what a server on another computes.
+// releases do not change with this package, and the products agree bit for bit whichever kernel
+// a machine runs (the pure-Go one in a browser, the AVX2 one on a server). Large products are split
+// by columns across goroutines, which changes no element's chain.
 package sgemm
 
 import (

@@ -46,7 +46,7 @@ func shapes() []shape {
 			}
 		}
 	}
-	// Strides past the row lengths, a B wider than one packed block, and the VLM's first layer.
+	// Strides past the row lengths, a B wider than one block of columns, an A taller than one block of rows, and the VLM's first layer.
 	return append(ss, shape{9, 19, 23, 31, 20, 25}, shape{70, 1100, 300, 300, 1103, 1100}, shape{250, 33, 600, 611, 40, 37}, shape{256, 400, 784, 784, 400, 400})
 }
 
