@@ -94,9 +94,10 @@ const chunkRows = 256
 
 // forEachChunk runs f on consecutive chunks [lo, hi) of n rows, in parallel
 // on up to GOMAXPROCS goroutines, each with its own workspace, and returns
-// the error of the lowest failing chunk. With gonum's BLAS the result for a
-// row does not depend on the chunking (each row's GEMM results are computed
-// alike); OpenBLAS chooses its kernels by the product's shape, so there a
+// the error of the lowest failing chunk. With the default build's BLAS
+// (package sgemm's kernels, bit for bit gonum's) the result for a row does
+// not depend on the chunking (each row's GEMM results are computed alike);
+// OpenBLAS chooses its kernels by the product's shape, so there a
 // row's result can differ in the last float32 bits with the batch size.
 func forEachChunk(n int, f func(ws *workspace, lo, hi int) error) error {
 	chunks := (n + chunkRows - 1) / chunkRows

@@ -111,7 +111,7 @@ func CloneLayers(ls []Layer) []Layer {
 }
 
 // ForwardBatch applies layers to n rows (x row-major, n × layers[0].In) in float32 with one GEMM per
-// layer (OpenBLAS under -tags openblas), and returns the n × Out outputs. A value that overflows float32
+// layer (package sgemm's kernels through blas32, OpenBLAS under -tags openblas), and returns the n × Out outputs. A value that overflows float32
 // comes out ±Inf or NaN: callers that need the exact value redo the row with [RunStack].
 func ForwardBatch(ls []Layer, x []float32, n int) []float32 {
 	return ForwardBatchInto(ls, x, n, nil)
