@@ -149,13 +149,18 @@
 // epoch may be shorter), at most Config.Epochs epochs. After every epoch
 // the validation objective, the mean noisy negative log-likelihood of the
 // validation split under the same objective, is computed: it uses only
-// privatised data, so it is a legitimate private validation criterion. The
-// weights of the best epoch are kept, and training stops after
-// Config.Patience epochs without a strict improvement. Without a validation
-// split every epoch is run and the last weights are kept. Config.Restarts
-// independent starts are trained and the one with the best validation
-// objective is kept. Left at zero, Epochs, Patience and Restarts follow the
-// number of training rows ([Config.Resolve]): at least 3,000 Adam steps and
+// privatised data, so it is a legitimate private validation criterion.
+// Training stops after Config.Patience epochs without a strict improvement
+// of it. The weights kept are those of the latest epoch whose validation
+// objective is not significantly above the lowest (a paired test over the
+// validation rows, nn.SelectZ standard errors): a validation split of a
+// few dozen noisy rows cannot tell a barely trained model from a trained one,
+// and the plain lowest then sometimes kept the first epoch's, which predicts
+// the majority class. Without a validation split every epoch is run and the
+// last weights are kept. Config.Restarts independent starts are trained and
+// the one with the lowest validation objective (over its epochs) is kept.
+// Left at zero, Epochs, Patience and Restarts follow the number of training
+// rows ([Config.Resolve]): at least 3,000 Adam steps and
 // a patience of 300 steps, so that a table of a few hundred rows (four steps
 // an epoch) is not abandoned after twenty steps, and three starts of the
 // marginal objective below 5,000 rows; on large tables this is the thesis's

@@ -185,9 +185,9 @@ func (t *forwardTrainer) lossGrad(nt *net, batch []int, grad []float64) float64 
 	return loss * scale
 }
 
-func (t *forwardTrainer) valLoss(nt *net) float64 {
+func (t *forwardTrainer) valRows(nt *net) []float64 {
 	if t.nv == 0 {
-		return math.NaN()
+		return nil
 	}
 	r := t.r
 	if t.rv != nil {
@@ -214,9 +214,5 @@ func (t *forwardTrainer) valLoss(nt *net) float64 {
 			}
 		}
 	})
-	sum := 0.0
-	for _, v := range l {
-		sum += v
-	}
-	return sum / float64(t.nv)
+	return l
 }

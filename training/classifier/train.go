@@ -18,14 +18,28 @@ const (
 )
 
 // objective is a training criterion: the mean over a minibatch of the
-// negative noisy log-likelihood, its gradient, and the validation mean.
+// negative noisy log-likelihood, its gradient, and the validation losses.
 type objective interface {
 	rows() int
 	// lossGrad returns the minibatch's mean loss and writes its gradient
 	// with respect to nt.params into grad.
 	lossGrad(nt *net, batch []int, grad []float64) float64
-	// valLoss is the mean loss over the validation split, NaN if empty.
-	valLoss(nt *net) float64
+	// valRows returns the loss of every validation row, nil if the split is
+	// empty. Early stopping uses them row by row (nn.Steps.ValidateRows).
+	valRows(nt *net) []float64
+}
+
+// valLoss is the mean loss over obj's validation split, NaN if empty.
+func valLoss(obj objective, nt *net) float64 {
+	l := obj.valRows(nt)
+	if len(l) == 0 {
+		return math.NaN()
+	}
+	sum := 0.0
+	for _, v := range l {
+		sum += v
+	}
+	return sum / float64(len(l))
 }
 
 // TrainStats describes a finished training run.
@@ -35,7 +49,8 @@ type TrainStats struct {
 	// EpochsRun is the number of epochs trained (≤ Config.Epochs).
 	EpochsRun int `json:"epochs_run"`
 	// BestEpoch is the epoch whose weights the model holds: the best
-	// validation objective, or the last epoch without a validation split.
+	// validation objective or the latest epoch not significantly worse
+	// (nn.Loop), or the last epoch without a validation split.
 	BestEpoch int `json:"best_epoch"`
 	// Epochs, Patience and Restarts are the values training ran with (the
 	// automatic ones resolved: Config.Resolve).
@@ -43,7 +58,7 @@ type TrainStats struct {
 	Patience int `json:"patience"`
 	Restarts int `json:"restarts"`
 	// BestRestart is the start (1-based) whose weights the model holds: the
-	// best validation objective over the starts.
+	// lowest validation objective over the starts' epochs.
 	BestRestart int `json:"best_restart"`
 	// TrainLoss and ValLoss are the training loss of BestEpoch and its
 	// validation objective (NaN without a validation split).
@@ -65,7 +80,10 @@ var ErrDiverged = nn.ErrDiverged
 // fit trains on obj from cfg.Restarts starts (automatic values resolved for
 // obj's rows: Config.Resolve), the first from nt as given, every later one
 // from nt re-initialised from Seed+r, and returns the weights of the start
-// with the best validation objective.
+// with the best validation objective: the lowest of any of its epochs, as
+// the kept epoch of a start may be a later one that the validation split
+// cannot tell from it (nn.Loop), and comparing those would add that noise to
+// the choice of start.
 func fit(ctx context.Context, cfg Config, nt *net, obj objective, progress func(nn.Progress)) (*net, TrainStats, error) {
 	name := ObjectiveForward
 	if _, ok := obj.(*marginalTrainer); ok {
@@ -74,19 +92,20 @@ func fit(ctx context.Context, cfg Config, nt *net, obj objective, progress func(
 	cfg = cfg.Resolve(obj.rows(), hasVal(obj), name)
 	var best *net
 	var bestSt TrainStats
+	bestLow := math.NaN()
 	for r := range cfg.Restarts {
 		c := cfg
 		c.Seed = cfg.Seed + uint64(r)
 		if r > 0 {
 			nt.init(rand.New(rand.NewPCG(c.Seed, streamInit)))
 		}
-		b, st, err := fitOnce(ctx, c, nt, obj, r+1, cfg.Epochs*(cfg.Restarts-r-1), progress)
+		b, st, low, err := fitOnce(ctx, c, nt, obj, r+1, cfg.Epochs*(cfg.Restarts-r-1), progress)
 		if err != nil {
 			return nil, st, err
 		}
 		st.BestRestart = r + 1
-		if best == nil || st.ValLoss < bestSt.ValLoss {
-			best, bestSt = b, st
+		if best == nil || low < bestLow {
+			best, bestSt, bestLow = b, st, low
 		}
 	}
 	bestSt.Epochs, bestSt.Patience, bestSt.Restarts = cfg.Epochs, cfg.Patience, cfg.Restarts
@@ -94,9 +113,10 @@ func fit(ctx context.Context, cfg Config, nt *net, obj objective, progress func(
 }
 
 // fitOnce runs minibatch Adam with early stopping on obj, starting from nt,
-// and returns the best weights. laterEpochs (of the starts still to come)
-// count in the reported ETA.
-func fitOnce(ctx context.Context, cfg Config, nt *net, obj objective, restart, laterEpochs int, progress func(nn.Progress)) (*net, TrainStats, error) {
+// and returns the kept weights and the lowest validation objective of any
+// epoch. laterEpochs (of the starts still to come) count in the reported
+// ETA.
+func fitOnce(ctx context.Context, cfg Config, nt *net, obj objective, restart, laterEpochs int, progress func(nn.Progress)) (*net, TrainStats, float64, error) {
 	grad := make([]float64, len(nt.params))
 	opt := nn.NewAdam[float32, float64](len(nt.params), cfg.LR)
 	best := nt.clone()
@@ -109,7 +129,9 @@ func fitOnce(ctx context.Context, cfg Config, nt *net, obj objective, restart, l
 		Keep: func() { copy(best.params, nt.params) },
 	}
 	if hasVal(obj) {
-		steps.Validate = func() float64 { return obj.valLoss(nt) }
+		// Per-row losses: on a small validation split the epoch kept is the
+		// most trained one the split cannot show to be worse (nn.Loop).
+		steps.ValidateRows = func() []float64 { return obj.valRows(nt) }
 	}
 	loop := nn.Loop{
 		Epochs: cfg.Epochs, BatchSize: cfg.BatchSize, Patience: cfg.Patience,
@@ -121,9 +143,9 @@ func fitOnce(ctx context.Context, cfg Config, nt *net, obj objective, restart, l
 		if errors.Is(err, ErrDiverged) {
 			err = fmt.Errorf("classifier: %w", err)
 		}
-		return nil, TrainStats{}, err
+		return nil, TrainStats{}, math.NaN(), err
 	}
-	return best, TrainStats{EpochsRun: res.EpochsRun, BestEpoch: res.BestEpoch, TrainLoss: res.TrainLoss, ValLoss: res.ValLoss}, nil
+	return best, TrainStats{EpochsRun: res.EpochsRun, BestEpoch: res.BestEpoch, TrainLoss: res.TrainLoss, ValLoss: res.ValLoss}, res.LowestValLoss, nil
 }
 
 func hasVal(obj objective) bool {
@@ -376,25 +398,30 @@ func (t *marginalTrainer) lossGrad(nt *net, batch []int, grad []float64) float64
 	return loss * invB
 }
 
-// valLoss is the mean negative log-likelihood of the validation split.
-func (t *marginalTrainer) valLoss(nt *net) float64 {
+// valRows is the negative log-likelihood of every validation row.
+func (t *marginalTrainer) valRows(nt *net) []float64 {
 	if t.val == nil {
-		return math.NaN()
+		return nil
 	}
-	return t.meanLoss(nt, t.prVal, t.val)
+	return t.rowLosses(nt, t.prVal, t.val)
 }
 
 // meanLoss evaluates −(1/N)·Σ_n log p(ỹ_n, z̃_n) for split s under pr.
 func (t *marginalTrainer) meanLoss(nt *net, pr *prior, s *mset) float64 {
+	sum := 0.0
+	for _, v := range t.rowLosses(nt, pr, s) {
+		sum += v
+	}
+	return sum / float64(s.n)
+}
+
+// rowLosses evaluates −log p(ỹ_n, z̃_n) for every row n of split s under pr.
+func (t *marginalTrainer) rowLosses(nt *net, pr *prior, s *mset) []float64 {
 	pr.head(nt, t.p)
 	l := make([]float64, s.n)
 	nn.ParallelTasks(t.p, s.n, func(w, i int) {
 		lp, _, _ := pr.rowLoss(s, i, t.bufs[w])
 		l[i] = -lp
 	})
-	sum := 0.0
-	for _, v := range l {
-		sum += v
-	}
-	return sum / float64(s.n)
+	return l
 }

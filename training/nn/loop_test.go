@@ -80,6 +80,33 @@ func TestLoopEarlyStopping(t *testing.T) {
 	}
 }
 
+// With per-row validation losses the loop keeps the latest epoch not significantly worse than the
+// lowest (paired, SelectZ standard errors): a noisy tie goes to the later epoch, a rise shared by every
+// row does not, nor does a NaN; patience still counts from the lowest epoch.
+func TestLoopKeepsMostTrainedAmongTies(t *testing.T) {
+	rows := [][]float64{
+		{1, 1, 1, 1},          // the lowest mean, 1
+		{0.5, 1.5, 0.7, 1.4},  // +0.025 ± 0.26: kept
+		{1.1, 1.1, 1.1, 1.1},  // +0.1 on every row: significant, not kept
+		{2, 0, 1, 1.1},        // +0.025 ± 0.41: kept
+		{1, 1, math.NaN(), 1}, // NaN: not kept
+		{0, 0, 0, 0},          // not reached: patience 4 after epoch 1
+	}
+	epoch := 0
+	var kept []int
+	res, err := Loop{Epochs: 10, BatchSize: 4, Patience: 4}.Run(context.Background(), 4, Steps{
+		Step:         func([]int) (float64, error) { return float64(epoch), nil },
+		ValidateRows: func() []float64 { epoch++; return rows[epoch-1] },
+		Keep:         func() { kept = append(kept, epoch) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.EpochsRun != 5 || res.BestEpoch != 4 || res.ValLoss != 1.025 || res.TrainLoss != 3 || !slices.Equal(kept, []int{1, 2, 4}) {
+		t.Errorf("result %+v, kept after epochs %v; want 5 run, epochs 1, 2 and 4 kept", res, kept)
+	}
+}
+
 // A non-finite loss is ErrDiverged naming the epoch; a step's error and cancellation end the loop
 // (cancellation with ctx.Err() itself, before the next step).
 func TestLoopErrors(t *testing.T) {
