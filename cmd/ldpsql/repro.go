@@ -791,7 +791,7 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 		"classifier (Eq 4.12). %s%s. Wall time %s.\n\n",
 		cfg.nAux, cfg.nPriv, cfg.lambda, cfg.nTest, int(cfg.vlmEpochs), note, map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick],
 		wall.Round(time.Second))
-	b.WriteString(columnNotes(cfg.mechs))
+	b.WriteString(columnNotes(cfg.mechs, cfg.quick))
 	b.WriteString("| ε |")
 	for _, m := range cfg.mechs {
 		b.WriteString(" " + mechTitles[m] + " |")
