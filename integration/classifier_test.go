@@ -316,73 +316,65 @@ func TestReproQuickCLM(t *testing.T) {
 	}
 }
 
-// TestReproQuickExperiments runs the other thesis tables that share the data-collection protocol, each
-// at reduced size on a few of its columns: the table names its columns and the experiment, columns
-// that differ only in their randomiser share one trained encoder, and aux-size trains on its η cut
-// while its pixel baselines privatise every training image.
-func TestReproQuickExperiments(t *testing.T) {
+// TestReproAllQuick runs `ldpsql repro all --quick --eps 10`: every thesis table that shares the
+// data-collection protocol, at reduced size with its default columns. Each table names its columns
+// and experiment and has an ε 10 row of accuracies; columns that differ only in their randomiser share
+// one trained encoder; private-inference's bound is the thesis's 80.7; novel-class's D1 lacks the
+// class; aux-size trains on its η cuts while its pixel baselines privatise every training image.
+func TestReproAllQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	run := func(exp, mechs string) (md, log string) {
-		t.Helper()
-		out := t.TempDir()
-		cmd := exec.Command(ldpsqlBin, "repro", exp, "--dataset", "fashion-mnist", "--quick", "--eps", "10", "--mechanisms", mechs, "--out", out)
-		cmd.Dir = ".."
-		b, err := cmd.CombinedOutput()
+	out := t.TempDir()
+	cmd := exec.Command(ldpsqlBin, "repro", "all", "--dataset", "fashion-mnist", "--quick", "--eps", "10", "--out", out)
+	cmd.Dir = ".."
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldpsql repro all --quick: %v\n%s", err, b)
+	}
+	logs := map[string]string{} // each experiment's part of the log
+	for _, part := range strings.Split(string(b), "== repro ")[1:] {
+		name, _, _ := strings.Cut(part, " ")
+		logs[name] = part
+	}
+	cell := regexp.MustCompile(`(?m)^\| 10 \|( [0-9.]+ \|)+$`)
+	for exp, header := range map[string]string{
+		"data-collection":   "| ε | VLM | PCA | Laplace | Duchi |",
+		"feature-level":     "| ε | VLM | VLM (feature) | PrivUnit | Duchi | Laplace |",
+		"aux-size":          "| ε | VLM η = .75 | VLM η = .50 | VLM η = .25 | VLM η = .10 | PrivUnit | Duchi |",
+		"linear":            "| ε | VLM | Linear VLM | PCA |",
+		"novel-class":       "| ε | VLM | PrivUnit | Duchi | Laplace |",
+		"private-inference": "| ε | VLM | PrivUnit | Duchi | Laplace | Upper bound |",
+		"randomisers":       "| ε | VLM | VLM + Duchi | VLM + PrivUnit | PCA | PCA + Duchi | PCA + PrivUnit |",
+	} {
+		md, err := os.ReadFile(filepath.Join(out, exp, "results.md"))
 		if err != nil {
-			t.Fatalf("ldpsql repro %s --quick: %v\n%s", exp, err, b)
+			t.Errorf("repro %s: %v", exp, err)
+			continue
 		}
-		m, err := os.ReadFile(filepath.Join(out, "results.md"))
-		if err != nil {
-			t.Fatal(err)
+		if !strings.Contains(string(md), header) || !cell.Match(md) {
+			t.Errorf("repro %s: results.md lacks %q or an ε 10 row of accuracies:\n%s", exp, header, md)
 		}
-		return string(m), string(b)
-	}
-	cell := regexp.MustCompile(`^\| 10 \|( [0-9.]+ \|)+$`)
-	check := func(exp, md, header string) {
-		t.Helper()
-		if !strings.Contains(md, header) || !strings.Contains(md, "`ldpsql repro "+exp+"`") {
-			t.Errorf("repro %s: results.md lacks %q or the experiment's name:\n%s", exp, header, md)
-		}
-		found := false
-		for _, line := range strings.Split(md, "\n") {
-			found = found || cell.MatchString(line)
-		}
-		if !found {
-			t.Errorf("repro %s: no ε 10 row of accuracies:\n%s", exp, md)
+		if exp != "data-collection" && !strings.Contains(string(md), "`ldpsql repro "+exp+"`") {
+			t.Errorf("repro %s: results.md does not name the experiment:\n%s", exp, md)
 		}
 	}
-
-	md, _ := run("linear", "vlm_linear,pca")
-	check("linear", md, "| ε | Linear VLM | PCA |")
-
-	md, log := run("randomisers", "vlm_duchi,vlm_privunit")
-	check("randomisers", md, "| ε | VLM + Duchi | VLM + PrivUnit |")
-	if n := strings.Count(log, "train VLM t1_vlm_e10:"); n != 1 {
-		t.Errorf("repro randomisers: the VLM was trained %d times for two columns that share it:\n%s", n, log)
+	index, err := os.ReadFile(filepath.Join(out, "README.md"))
+	if err != nil || strings.Count(string(index), "| `repro ") != 7 {
+		t.Errorf("the index lists not 7 experiments (%v):\n%s", err, index)
 	}
-
-	md, _ = run("private-inference", "vlm,bound")
-	check("private-inference", md, "| ε | VLM | Upper bound |")
-	if !regexp.MustCompile(`\| 10 \| [0-9.]+ \| 80\.7 \|`).MatchString(md) {
+	if n := strings.Count(logs["randomisers"], "train VLM t1_vlm_e10:"); n != 1 {
+		t.Errorf("repro randomisers: the VLM was trained %d times for three columns that share it:\n%s", n, logs["randomisers"])
+	}
+	if md, _ := os.ReadFile(filepath.Join(out, "private-inference", "results.md")); !regexp.MustCompile(`\| 80\.7 \|`).Match(md) {
 		t.Errorf("repro private-inference: the bound at ε_test = 7 is not the thesis's 80.7:\n%s", md)
 	}
-
-	md, _ = run("feature-level", "vlm_feature")
-	check("feature-level", md, "| ε | VLM (feature) |")
-
-	md, log = run("novel-class", "vlm,laplace")
-	check("novel-class", md, "| ε | VLM | Laplace |")
-	if !strings.Contains(log, "loaded t1_d1_novel") || !strings.Contains(log, "novel class 9:") {
-		t.Errorf("repro novel-class: no D1 without the novel class, or no balanced test set:\n%s", log)
+	if l := logs["novel-class"]; !strings.Contains(l, "loaded t1_d1_novel") || !strings.Contains(l, "novel class 9:") {
+		t.Errorf("repro novel-class: no D1 without the novel class, or no balanced test set:\n%s", l)
 	}
-
-	md, log = run("aux-size", "vlm_eta10,privunit")
-	check("aux-size", md, "| ε | VLM η = .10 | PrivUnit |")
 	for _, want := range []string{"loaded t1_d1_eta10 (450)", "loaded t1_d2_eta10 (4050)", "loaded t1_d2_all (4500)"} {
-		if !strings.Contains(log, want) {
-			t.Errorf("repro aux-size: the log lacks %q:\n%s", want, log)
+		if !strings.Contains(logs["aux-size"], want) {
+			t.Errorf("repro aux-size: the log lacks %q:\n%s", want, logs["aux-size"])
 		}
 	}
 }
