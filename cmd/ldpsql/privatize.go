@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ldpsql/ldpsql/client"
-	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
+	"github.com/ldpsql/ldpsql/internal/rowfile"
 	"github.com/ldpsql/ldpsql/mechanisms"
 )
 
