@@ -100,16 +100,28 @@ func (l *Layout) Row(cells []any, where string) (x []float32, id string, label i
 	return x, id, label, nil
 }
 
-// Out are the columns of a release file for layout l and a mechanism of dim outputs: the id column
-// (KindScalar) if l has one, z (KindVector of dim) and the label column (KindInt) if l has one.
+// Out are the columns of a release file for layout l and a mechanism of dim outputs (see OutColumns).
 func (l *Layout) Out(dim int) []Column {
-	var out []Column
+	var id, label string
 	if l.IDAt >= 0 {
-		out = append(out, Column{Name: l.Cols[l.IDAt].Name, Kind: KindScalar})
+		id = l.Cols[l.IDAt].Name
+	}
+	if l.LabelAt >= 0 {
+		label = l.Cols[l.LabelAt].Name
+	}
+	return OutColumns(id, label, dim)
+}
+
+// OutColumns are the columns of a release file: the id column (KindScalar) if id is not "", z
+// (KindVector of dim values) and the label column (KindInt) if label is not "".
+func OutColumns(id, label string, dim int) []Column {
+	var out []Column
+	if id != "" {
+		out = append(out, Column{Name: id, Kind: KindScalar})
 	}
 	out = append(out, Column{Name: "z", Kind: KindVector, Width: dim})
-	if l.LabelAt >= 0 {
-		out = append(out, Column{Name: l.Cols[l.LabelAt].Name, Kind: KindInt})
+	if label != "" {
+		out = append(out, Column{Name: label, Kind: KindInt})
 	}
 	return out
 }
