@@ -26,10 +26,12 @@ import (
 // cells into features, the same output columns and the same metadata, so a file written here is one
 // import-releases takes. rowfile reads and writes local paths (a shared file system on a cluster).
 
-// Columns names an input file's id and label columns ("" for none); every other column is a feature,
-// in order, and a list column holds several (as ldpsql privatize reads them).
+// Columns names an input file's id and label columns ("" for none) and its feature columns, in
+// order; with no Features named, every other column is a feature, in order. A list column holds
+// several (as ldpsql privatize reads them).
 type Columns struct {
 	ID, Label string
+	Features  []string
 }
 
 func init() {
@@ -81,7 +83,7 @@ func (f *readFn) ProcessElement(ctx context.Context, md fileio.FileMetadata, emi
 		return nil
 	}
 	defer src.Close()
-	lay, err := rowfile.NewLayout(md.Path, src.Columns(), f.Cols.ID, f.Cols.Label, f.Dim, f.Mechanism, f.K)
+	lay, err := rowfile.NewLayout(md.Path, src.Columns(), f.Cols.ID, f.Cols.Label, f.Cols.Features, f.Dim, f.Mechanism, f.K)
 	if err != nil {
 		bad(md.Path, err)
 		return nil

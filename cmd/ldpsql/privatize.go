@@ -84,7 +84,7 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 		return err
 	}
 	defer src.Close()
-	lay, err := rowfile.NewLayout(*in, src.Columns(), *idCol, *labelCol, m.File.InputDim, m.File.Name, *k)
+	lay, err := rowfile.NewLayout(*in, src.Columns(), *idCol, *labelCol, nil, m.File.InputDim, m.File.Name, *k)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,9 @@ type Layout struct {
 	Finite bool
 }
 
-// NewLayout finds the id and label columns (either may be "") among file's cols.
-func NewLayout(file string, cols []Column, idCol, labelCol string, dim int, mechanism string, k int) (*Layout, error) {
+// NewLayout finds the id and label columns (either may be "") among file's cols. The features are
+// the columns named in features, in that order, or with none named every other column.
+func NewLayout(file string, cols []Column, idCol, labelCol string, features []string, dim int, mechanism string, k int) (*Layout, error) {
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.Name
@@ -50,10 +51,18 @@ func NewLayout(file string, cols []Column, idCol, labelCol string, dim int, mech
 	}
 	lists := false
 	for i, c := range cols {
-		if i != l.IDAt && i != l.LabelAt {
+		if len(features) == 0 && i != l.IDAt && i != l.LabelAt {
 			l.FeatureAt = append(l.FeatureAt, i)
 			lists = lists || c.Kind == KindVector
 		}
+	}
+	for _, f := range features {
+		i := slices.Index(names, f)
+		if i < 0 {
+			return nil, fmt.Errorf("%s has no feature column %q (columns: %s)", file, f, strings.Join(names, ", "))
+		}
+		l.FeatureAt = append(l.FeatureAt, i)
+		lists = lists || cols[i].Kind == KindVector
 	}
 	if !lists && len(l.FeatureAt) != dim {
 		return nil, fmt.Errorf("%s has %d feature columns, mechanism %q takes %d", file, len(l.FeatureAt), mechanism, dim)
