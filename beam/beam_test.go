@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	_ "github.com/duckdb/duckdb-go/v2"
 	"gonum.org/v1/gonum/stat"
 
@@ -383,5 +385,42 @@ func TestPrivatizeBadRows(t *testing.T) {
 	want := []BadRow{{"r2", "r2: could not read"}, {"r3", `10 features, mechanism "pca4" takes 30`}, {"r4", "feature 8 is -Inf"}, {"r5", "label 2 is not a class 0..1"}}
 	if !slices.Equal(bad, want) {
 		t.Errorf("bad rows %+v, want %+v", bad, want)
+	}
+}
+
+// A job that fails before its commit leaves no release file and no summary in its output directory,
+// though some of its shards were written: here shard 1 cannot be written (a directory is in its way
+// in the staging directory), shard 0 can.
+func TestFailedJobLeavesNoOutput(t *testing.T) {
+	rows, labels := wdbc(t)
+	mech := pcaFile(t, rows)
+	dir := t.TempDir()
+	writeCSV(t, filepath.Join(dir, "rows.csv"), rows, labels, 0, 1)
+	out := filepath.Join(dir, "out")
+	blocker := filepath.Join(out, StagingDir, "releases-00001.parquet")
+	if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	job := Job{In: filepath.Join(dir, "rows.csv"), Cols: Columns{ID: "id", Label: "y"}, Spec: Spec{Mechanism: mech, Eps: 4, Label: "y", K: 2, Lambda: 0.7},
+		Out: Output{Dir: out, Shards: 2}}
+	if _, err := Run(context.Background(), job); err == nil || !strings.Contains(err.Error(), "already holds") {
+		t.Fatalf("Run into a directory with a staging directory: %v", err)
+	}
+	if !beam.Initialized() {
+		beam.Init()
+	}
+	_, err := prism.Execute(context.Background(), job.Pipeline())
+	if err == nil {
+		t.Fatal("the job succeeded")
+	}
+	t.Logf("the job failed: %.300v", err)
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if e.Name() != StagingDir {
+			t.Errorf("%s is in the output directory of a failed job", e.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, StagingDir, "releases-00000.parquet")); err != nil {
+		t.Logf("shard 0 was not staged either: %v", err)
 	}
 }

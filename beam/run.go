@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
@@ -77,6 +78,13 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 		*jobopts.Endpoint = j.Endpoint
 		if j.EnvironmentType != "" {
 			*jobopts.EnvironmentType = j.EnvironmentType
+		}
+		if *jobopts.WorkerBinary == "" && runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+			// This binary is its own worker (the SDK container runs it with --worker); elsewhere
+			// Beam would compile one from the source, or --worker_binary names it.
+			if self, err := os.Executable(); err == nil {
+				*jobopts.WorkerBinary = self
+			}
 		}
 		_, err = beam.Run(ctx, j.Runner, p)
 	default:
