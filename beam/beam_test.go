@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -422,5 +423,18 @@ func TestFailedJobLeavesNoOutput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, StagingDir, "releases-00000.parquet")); err != nil {
 		t.Logf("shard 0 was not staged either: %v", err)
+	}
+}
+
+// The package runs where the data is, without a server: it must not link udf or engine.
+func TestNoServerDependencies(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "github.com/ldpsql/ldpsql/beam").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/ldpsql/ldpsql/udf") || strings.HasPrefix(p, "github.com/ldpsql/ldpsql/engine") {
+			t.Errorf("package beam depends on %s", p)
+		}
 	}
 }

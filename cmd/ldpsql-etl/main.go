@@ -141,7 +141,7 @@ Examples:
 		return err
 	}
 	took := time.Since(start)
-	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %g, label %g) in %v (%.0f rows/s) on %s: %s\n",
+	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %.6g, label %.6g) in %v (%.0f rows/s) on %s: %s\n",
 		sum.Rows, rel.M.File.Name, *eps, rel.EpsX, rel.EpsY, took.Round(time.Millisecond), float64(sum.Rows)/took.Seconds(), *runner, strings.Join(sum.Files, ", "))
 	if sum.Bad > 0 {
 		fmt.Fprintf(stdout, "%d bad rows left out, listed in %s\n", sum.Bad, sum.BadFile)
