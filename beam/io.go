@@ -63,9 +63,10 @@ func ReadRows(s beam.Scope, glob string, cols Columns, spec Spec) beam.PCollecti
 		panic(fmt.Sprintf("ldpsql.ReadRows: %v", err))
 	}
 	files := fileio.MatchFiles(s, glob, fileio.MatchEmptyDisallow())
-	rows := beam.ParDo(s, &readFn{Cols: cols, Dim: rel.M.File.InputDim, Mechanism: rel.M.File.Name, K: spec.K}, files)
-	// A file is read by one worker; the rows are spread over all of them to be released.
-	return beam.Reshuffle(s, rows)
+	// The files, not the rows, are spread over the workers: each reads its files and (fused with
+	// Privatize) releases their rows, so only the small releases cross the runner again. Reshuffling
+	// the rows instead held every row in Prism's memory: 2.1 GB against 0.7 GB for 60,000 × 784.
+	return beam.ParDo(s, &readFn{Cols: cols, Dim: rel.M.File.InputDim, Mechanism: rel.M.File.Name, K: spec.K}, beam.Reshuffle(s, files))
 }
 
 type readFn struct {

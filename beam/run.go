@@ -60,7 +60,7 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 		}
 		// Said here rather than by the pipeline's first stage, in a runner's error.
 		if m, err := filepath.Glob(j.In); err != nil {
-			return Summary{}, fmt.Errorf("--in %s: %w", j.In, err)
+			return Summary{}, fmt.Errorf("%s: %w", j.In, err)
 		} else if len(m) == 0 && (j.Runner == "" || j.Runner == "prism") {
 			return Summary{}, fmt.Errorf("no file matches %s", j.In)
 		}
