@@ -99,6 +99,7 @@ func init() {
 	register.Emitter1[Release]()
 	register.Emitter1[BadRow]()
 	register.Emitter1[Row]()
+	register.DoFn1x2[int, int, error](&flipLabelFn{})
 }
 
 // Privatize releases rows (a PCollection of Row) with spec and returns the releases (a PCollection of
@@ -218,4 +219,40 @@ func (f *privatizeFn) flush(emit func(Release)) error {
 	countReleased.Add(int64(len(zs)))
 	f.buf = f.buf[:0]
 	return nil
+}
+
+// FlipLabel releases labels (a PCollection of int, classes 0..k−1) by k-ary randomised response at
+// eps, as ldp_privatize releases its label column at ε_y = (1 − λ)·ε and FLIP_LABEL does one label:
+// the mechanisms package's k-RR with crypto/rand noise. It is for a label released on its own;
+// Privatize releases a row's label with its features. A label that is not a class fails the pipeline
+// (Privatize reports such a row instead, with where it was). eps and k are checked when the
+// pipeline is built.
+func FlipLabel(s beam.Scope, labels beam.PCollection, eps float64, k int) beam.PCollection {
+	s = s.Scope("ldpsql.FlipLabel")
+	if _, err := mechanisms.NewKRR(eps, k); err != nil {
+		panic(fmt.Sprintf("ldpsql.FlipLabel: %v", err))
+	}
+	return beam.ParDo(s, &flipLabelFn{Eps: eps, K: k}, labels)
+}
+
+type flipLabelFn struct {
+	Eps float64
+	K   int
+
+	krr   *mechanisms.KRR
+	noise mechanisms.Source
+}
+
+func (f *flipLabelFn) Setup() error {
+	var err error
+	f.krr, err = mechanisms.NewKRR(f.Eps, f.K)
+	f.noise = mechanisms.NewCryptoSource()
+	return err
+}
+
+func (f *flipLabelFn) ProcessElement(y int) (int, error) {
+	if y < 0 || y >= f.K {
+		return 0, fmt.Errorf("ldpsql.FlipLabel: label %d is not a class 0..%d", y, f.K-1)
+	}
+	return f.krr.Randomise(y, f.noise)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	_ "github.com/duckdb/duckdb-go/v2"
 	"gonum.org/v1/gonum/stat"
@@ -32,6 +33,13 @@ import (
 )
 
 // wdbc returns the WDBC rows scaled to [0, 1] per feature, and their labels.
+func init() {
+	register.DoFn3x0[int, func(*int) bool, func([]int)](&countClassesFn{})
+	register.DoFn1x1[[]int, error](&checkClassesFn{})
+	register.Emitter1[[]int]()
+	register.Iter1[int]()
+}
+
 func wdbc(t *testing.T) ([][]float32, []int) {
 	t.Helper()
 	d, err := datasets.LoadWDBC()
@@ -437,4 +445,64 @@ func TestNoServerDependencies(t *testing.T) {
 			t.Errorf("package beam depends on %s", p)
 		}
 	}
+}
+
+// FlipLabel on Prism keeps a label with k-RR's probability e^ε/(e^ε + k − 1) and otherwise gives each
+// other class alike: 30,000 labels 2 of k = 4 at ε = 1.2, each class's count within 6 binomial standard
+// deviations of its expectation (a false failure below 10⁻⁸ per class).
+func TestFlipLabel(t *testing.T) {
+	const n, k, eps = 30000, 4, 1.2
+	labels := make([]int, n)
+	for i := range labels {
+		labels[i] = 2
+	}
+	if !beam.Initialized() {
+		beam.Init()
+	}
+	p, s := beam.NewPipelineWithRoot()
+	flipped := FlipLabel(s, beam.CreateList(s, labels), eps, k)
+	counts := beam.ParDo(s, &countClassesFn{}, beam.GroupByKey(s, beam.AddFixedKey(s, flipped)))
+	beam.ParDo0(s, &checkClassesFn{N: n, K: k, Eps: eps}, counts)
+	if _, err := prism.Execute(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if len(seenClasses) != k {
+		t.Fatalf("the check saw the classes %v", seenClasses)
+	}
+	t.Logf("class counts %v", seenClasses)
+}
+
+// seenClasses is what checkClassesFn saw: Prism runs it in this process, once.
+var seenClasses = map[int]int{}
+
+type countClassesFn struct{}
+
+func (countClassesFn) ProcessElement(_ int, ys func(*int) bool, emit func([]int)) {
+	var c [4]int
+	var y int
+	for ys(&y) {
+		c[y]++
+	}
+	emit(c[:])
+}
+
+type checkClassesFn struct {
+	N, K int
+	Eps  float64
+}
+
+func (f checkClassesFn) ProcessElement(c []int) error {
+	keep := math.Exp(f.Eps) / (math.Exp(f.Eps) + float64(f.K-1))
+	for y, got := range c {
+		seenClasses[y] = got
+		p := (1 - keep) / float64(f.K-1)
+		if y == 2 {
+			p = keep
+		}
+		want, sd := float64(f.N)*p, math.Sqrt(float64(f.N)*p*(1-p))
+		if math.Abs(float64(got)-want) > 6*sd {
+			return fmt.Errorf("class %d: %d of %d, want %.0f ± %.0f", y, got, f.N, want, 6*sd)
+		}
+	}
+	return nil
 }
