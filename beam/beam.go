@@ -85,7 +85,8 @@ type Release struct {
 	Label int
 }
 
-// BadRow is a row left out of the releases: where it was and why. It carries none of the row's values.
+// BadRow is a row left out of the releases: where it was, and why in a message that starts with where
+// (a reader's own message for a cell it could not read may quote that cell).
 type BadRow struct {
 	Where  string
 	Reason string
@@ -113,7 +114,8 @@ func Privatize(s beam.Scope, rows beam.PCollection, spec Spec) beam.PCollection 
 // reader could not read, with the wrong number of features, a NaN or infinite feature, or a label that
 // is not a class 0..K−1. A bad row is never released and does not stop the others. The spec is checked
 // here, when the pipeline is built (a panic, as Beam's own constructors do, on a bad one); each worker
-// loads the mechanism once.
+// loads the mechanism once. It batches rows within a bundle and emits a batch's releases when it is
+// full or the bundle ends: it is for bounded (batch) pipelines in the global window, as file jobs are.
 func PrivatizeWithErrors(s beam.Scope, rows beam.PCollection, spec Spec) (releases, bad beam.PCollection) {
 	s = s.Scope("ldpsql.Privatize")
 	if _, err := spec.Releaser(); err != nil {
@@ -155,22 +157,23 @@ func (f *privatizeFn) Setup() error {
 	return nil
 }
 
-// check says what is wrong with r, or "".
+// check says what is wrong with r, or "": a message that starts with where r was, as a reader's
+// (rowfile.Layout's) do.
 func (f *privatizeFn) check(r Row) string {
 	if r.Err != "" {
 		return r.Err
 	}
 	m := f.rel.M.File
 	if len(r.X) != m.InputDim {
-		return fmt.Sprintf("%d features, mechanism %q takes %d", len(r.X), m.Name, m.InputDim)
+		return fmt.Sprintf("%s has %d features, mechanism %q takes %d", r.Where, len(r.X), m.Name, m.InputDim)
 	}
 	for j, v := range r.X {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Sprintf("feature %d is %v", j+1, v)
+			return fmt.Sprintf("%s: feature %d is %v", r.Where, j+1, v)
 		}
 	}
 	if f.Spec.Label != "" && (r.Label < 0 || r.Label >= f.Spec.K) {
-		return fmt.Sprintf("label %d is not a class 0..%d", r.Label, f.Spec.K-1)
+		return fmt.Sprintf("%s: label %d is not a class 0..%d", r.Where, r.Label, f.Spec.K-1)
 	}
 	return ""
 }

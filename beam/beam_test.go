@@ -391,7 +391,7 @@ func TestPrivatizeBadRows(t *testing.T) {
 	if len(rel) != 2 || rel[0].ID != "1" || rel[1].ID != "6" || len(rel[0].Z) != 4 {
 		t.Errorf("releases %+v, want rows 1 and 6", rel)
 	}
-	want := []BadRow{{"r2", "r2: could not read"}, {"r3", `10 features, mechanism "pca4" takes 30`}, {"r4", "feature 8 is -Inf"}, {"r5", "label 2 is not a class 0..1"}}
+	want := []BadRow{{"r2", "r2: could not read"}, {"r3", `r3 has 10 features, mechanism "pca4" takes 30`}, {"r4", "r4: feature 8 is -Inf"}, {"r5", "r5: label 2 is not a class 0..1"}}
 	if !slices.Equal(bad, want) {
 		t.Errorf("bad rows %+v, want %+v", bad, want)
 	}
