@@ -50,6 +50,9 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 	if j.Out.Dir == "" {
 		return Summary{}, fmt.Errorf("no output directory")
 	}
+	if j.Cols.Label != j.Spec.Label {
+		return Summary{}, fmt.Errorf("the label column is %q to read and %q to release", j.Cols.Label, j.Spec.Label)
+	}
 	var err error
 	if j.Out.Dir, err = filepath.Abs(j.Out.Dir); err != nil {
 		return Summary{}, err
