@@ -127,14 +127,14 @@ func sqlStr(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "
 
 // toParquet converts a CSV file of writeCSV's into Parquet (id BIGINT, f FLOAT[n], y INTEGER); fix is
 // a SQL expression for f over the list f (to break rows on purpose).
-func toParquet(t *testing.T, db *sql.DB, csvPath, path string, n int, f, y string) {
+func toParquet(t *testing.T, db *sql.DB, csvPath, path string, n int, f, y string, opts ...string) {
 	t.Helper()
 	var cols []string
 	for j := range n {
 		cols = append(cols, fmt.Sprintf("CAST(f%d AS FLOAT)", j+1))
 	}
 	q := "COPY (SELECT id, " + f + " AS f, " + y + " AS y FROM (SELECT CAST(id AS BIGINT) AS id, [" + strings.Join(cols, ", ") +
-		"] AS f, CAST(y AS INTEGER) AS y FROM read_csv(" + sqlStr(csvPath) + ", all_varchar = true)) ORDER BY id) TO " + sqlStr(path) + " (FORMAT parquet)"
+		"] AS f, CAST(y AS INTEGER) AS y FROM read_csv(" + sqlStr(csvPath) + ", all_varchar = true)) ORDER BY id) TO " + sqlStr(path) + " (FORMAT parquet" + strings.Join(append([]string{""}, opts...), ", ") + ")"
 	if _, err := db.Exec(q); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
@@ -289,9 +289,14 @@ func TestBeamReleasesDistributedAsClients(t *testing.T) {
 	const repeat = 40
 	dir := t.TempDir()
 	writeCSV(t, filepath.Join(dir, "rows.csv"), rows, labels, 0, repeat)
+	// In Parquet row groups of 4,096 rows: the job reads the file in 6 parts.
+	toParquet(t, duck(t), filepath.Join(dir, "rows.csv"), filepath.Join(dir, "rows.parquet"), 30, "f", "y", "ROW_GROUP_SIZE 4096")
+	if parts, err := rowfile.Parts(filepath.Join(dir, "rows.parquet")); err != nil || len(parts) < 2 {
+		t.Fatalf("parts %v, %v: the test wants several", parts, err)
+	}
 	spec := Spec{Mechanism: mech, Eps: 4, Label: "y", K: 2, Lambda: 0.7}
 	start := time.Now()
-	sum, err := Run(context.Background(), Job{In: filepath.Join(dir, "rows.csv"), Cols: Columns{ID: "id", Label: "y"}, Spec: spec, Out: Output{Dir: filepath.Join(dir, "out")}})
+	sum, err := Run(context.Background(), Job{In: filepath.Join(dir, "rows.parquet"), Cols: Columns{ID: "id", Label: "y"}, Spec: spec, Out: Output{Dir: filepath.Join(dir, "out")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,6 +306,9 @@ func TestBeamReleasesDistributedAsClients(t *testing.T) {
 		t.Fatalf("summary %+v, want %d rows", sum, n)
 	}
 	got := readReleases(t, sum.Files[0])
+	if len(got) != n {
+		t.Fatalf("%d distinct ids released, want %d", len(got), n)
+	}
 
 	xs, ys := make([][]float32, 0, n), make([]int, 0, n)
 	for range repeat {

@@ -37,7 +37,10 @@ type Columns struct {
 func init() {
 	beam.RegisterType(reflect.TypeOf((*Staged)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*Summary)(nil)).Elem())
-	register.DoFn3x1[context.Context, fileio.FileMetadata, func(Row), error](&readFn{})
+	beam.RegisterType(reflect.TypeOf((*FilePart)(nil)).Elem())
+	register.DoFn2x0[fileio.FileMetadata, func(FilePart)](&splitFn{})
+	register.Emitter1[FilePart]()
+	register.DoFn3x1[context.Context, FilePart, func(Row), error](&readFn{})
 	register.DoFn2x1[Release, func(int, Release), error](&shardFn{})
 	register.DoFn4x1[context.Context, int, func(*Release) bool, func(Staged), error](&writeShardFn{})
 	register.DoFn4x1[context.Context, int, func(*BadRow) bool, func(Staged), error](&writeBadFn{})
@@ -56,6 +59,11 @@ func init() {
 // Rows for spec's mechanism. A row whose cells cannot be read (a number that is not one, a label that
 // is not a class, the wrong number of features), and a file that cannot be opened or lacks a column,
 // becomes a Row with Err set and Where naming the file and row, which Privatize reports as bad.
+//
+// A Parquet file is read in parts along its row groups (rowfile.Parts), a CSV file whole; the parts,
+// not the rows, are spread over the workers, and each reads its parts and (fused with Privatize)
+// releases their rows, so only the small releases cross the runner again. Reshuffling the rows
+// instead held every row in Prism's memory: 2.1 GB against 0.7 GB for 60,000 × 784.
 func ReadRows(s beam.Scope, glob string, cols Columns, spec Spec) beam.PCollection {
 	s = s.Scope("ldpsql.ReadRows")
 	rel, err := spec.Releaser()
@@ -63,10 +71,31 @@ func ReadRows(s beam.Scope, glob string, cols Columns, spec Spec) beam.PCollecti
 		panic(fmt.Sprintf("ldpsql.ReadRows: %v", err))
 	}
 	files := fileio.MatchFiles(s, glob, fileio.MatchEmptyDisallow())
-	// The files, not the rows, are spread over the workers: each reads its files and (fused with
-	// Privatize) releases their rows, so only the small releases cross the runner again. Reshuffling
-	// the rows instead held every row in Prism's memory: 2.1 GB against 0.7 GB for 60,000 × 784.
-	return beam.ParDo(s, &readFn{Cols: cols, Dim: rel.M.File.InputDim, Mechanism: rel.M.File.Name, K: spec.K}, beam.Reshuffle(s, files))
+	parts := beam.Reshuffle(s, beam.ParDo(s, &splitFn{}, files))
+	return beam.ParDo(s, &readFn{Cols: cols, Dim: rel.M.File.InputDim, Mechanism: rel.M.File.Name, K: spec.K}, parts)
+}
+
+// FilePart is rows [From, To) of a Parquet file, or a whole file (Whole).
+type FilePart struct {
+	Path     string
+	From, To int64
+	Whole    bool
+}
+
+// splitFn splits a Parquet file into its parts; a CSV file, or a file whose parts cannot be read
+// (readFn then reports why), is one part.
+type splitFn struct{}
+
+func (splitFn) ProcessElement(md fileio.FileMetadata, emit func(FilePart)) {
+	if f, err := rowfile.FormatOf(md.Path); err == nil && f == rowfile.Parquet {
+		if parts, err := rowfile.Parts(md.Path); err == nil {
+			for _, p := range parts {
+				emit(FilePart{Path: md.Path, From: p[0], To: p[1]})
+			}
+			return
+		}
+	}
+	emit(FilePart{Path: md.Path, Whole: true})
 }
 
 type readFn struct {
@@ -76,17 +105,25 @@ type readFn struct {
 	K         int
 }
 
-func (f *readFn) ProcessElement(ctx context.Context, md fileio.FileMetadata, emit func(Row)) error {
+func (f *readFn) ProcessElement(ctx context.Context, part FilePart, emit func(Row)) error {
 	bad := func(where string, err error) { countRead.Add(1); emit(Row{Where: where, Err: err.Error()}) }
-	src, err := rowfile.Open(md.Path)
+	var src rowfile.Source
+	var err error
+	if part.Whole {
+		src, err = rowfile.Open(part.Path)
+	} else {
+		src, err = rowfile.OpenPart(part.Path, part.From, part.To)
+	}
 	if err != nil {
-		bad(md.Path, err)
+		bad(part.Path, err)
 		return nil
 	}
 	defer src.Close()
-	lay, err := rowfile.NewLayout(md.Path, src.Columns(), f.Cols.ID, f.Cols.Label, f.Cols.Features, f.Dim, f.Mechanism, f.K)
+	lay, err := rowfile.NewLayout(part.Path, src.Columns(), f.Cols.ID, f.Cols.Label, f.Cols.Features, f.Dim, f.Mechanism, f.K)
 	if err != nil {
-		bad(md.Path, err)
+		if part.Whole || part.From == 0 {
+			bad(part.Path, err) // once a file
+		}
 		return nil
 	}
 	lay.Finite = true
@@ -97,7 +134,7 @@ func (f *readFn) ProcessElement(ctx context.Context, md fileio.FileMetadata, emi
 		}
 		if err != nil {
 			// A file that cannot be read on (a CSV line with the wrong number of fields is one):
-			// what was read stands, the rest of the file is reported once.
+			// what was read stands, the rest of the part is reported once.
 			bad(src.Where(), fmt.Errorf("reading on: %w", err))
 			return nil
 		}
