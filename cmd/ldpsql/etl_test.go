@@ -44,3 +44,12 @@ func TestEtlPrivatizeThenImport(t *testing.T) {
 		t.Errorf("the imported table:\n%s", got)
 	}
 }
+
+// Without ldpsql-etl beside ldpsql or on PATH, ldpsql etl says how to build it.
+func TestEtlWithoutItsBinary(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	code, _, errOut := runCLI(t, "", "etl", "privatize", "--help")
+	if code != 1 || !strings.Contains(errOut, "ldpsql-etl is not beside ldpsql nor on $PATH: build it with scripts/build.sh") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}
