@@ -28,4 +28,6 @@ for p in identity pca vlm task_aware_linear task_aware clm; do
   pins+="${pins:+,}$p:$(sha256sum "bin/ldpsql-plugin-$p" | cut -d' ' -f1)"
 done
 go build "${tags[@]}" -ldflags "-X github.com/ldpsql/ldpsql/udf.builtinDigests=$pins" -o bin/ldpsql ./cmd/ldpsql
+# ldpsql etl runs this binary of its own: Apache Beam and its runners are linked here, not into ldpsql.
+go build "${tags[@]}" -o bin/ldpsql-etl ./cmd/ldpsql-etl
 echo "built bin/ldpsql and its plugins${tags:+ with OpenBLAS}" >&2

@@ -12,7 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
+	"github.com/ldpsql/ldpsql/internal/rowfile"
 	"github.com/ldpsql/ldpsql/udf"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
+	"github.com/ldpsql/ldpsql/internal/rowfile"
 )
 
 func TestLoadExportCSV(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
+	"github.com/ldpsql/ldpsql/internal/rowfile"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 	"github.com/ldpsql/ldpsql/udf"
 )

@@ -35,6 +35,8 @@ Commands:
             mechanisms export NAME --out NAME.ldpm writes a mechanism as a file data owners privatise with
   privatize release rows (CSV or Parquet) on this machine with a mechanism file (privatize --mechanism m.ldpm --eps 4 --in rows.parquet --out rel.parquet)
   import-releases load such releases into a table TRAIN_NOISY_CLASSIFIER trains on (import-releases --in rel.csv|rel.parquet --table t)
+  etl       privatise many files on Apache Beam, in process on Prism or on a Flink/Spark job server
+            (etl privatize --mechanism m.ldpm --in 'data/part-*.parquet' --eps 4 --out out/; runs ldpsql-etl)
   audit     estimate a randomiser's privacy loss from samples and test it against its ε (audit krr --eps 1)
   repro     reproduce an experiment end to end (repro data-collection --dataset fashion-mnist)
   version   print the version
@@ -85,6 +87,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = privatizeCmd(args[1:], stdout, stderr)
 	case "import-releases":
 		err = importReleasesCmd(args[1:], stdout, stderr)
+	case "etl":
+		err = etlCmd(args[1:], stdin, stdout, stderr)
 	case "dataset":
 		err = datasetCmd(args[1:], stdout, stderr)
 	case "repro":

@@ -8,10 +8,9 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/ldpsql/ldpsql/client"
-	"github.com/ldpsql/ldpsql/cmd/ldpsql/internal/rowfile"
+	"github.com/ldpsql/ldpsql/internal/rowfile"
 	"github.com/ldpsql/ldpsql/mechanisms"
 )
 
@@ -75,19 +74,9 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 	if err != nil {
 		return err
 	}
-	epsX, epsY := *eps, 0.0
-	var krr *mechanisms.KRR
-	if *labelCol != "" {
-		if !(*lambda > 0 && *lambda < 1) {
-			return fmt.Errorf("--lambda %v: want 0 < λ < 1", *lambda)
-		}
-		epsX, epsY = *lambda**eps, (1-*lambda)**eps
-		if krr, err = mechanisms.NewKRR(epsY, *k); err != nil {
-			return fmt.Errorf("--label: %w", err)
-		}
-	}
-	if epsX < mechanisms.MinEpsilon || epsX > mechanisms.MaxEpsilon {
-		return fmt.Errorf("--eps %v: the features' ε %v is outside [2⁻⁵⁰, %v]", *eps, epsX, mechanisms.MaxEpsilon)
+	rel, err := client.NewReleaser(m, *randomiser, *eps, *labelCol, *k, *lambda)
+	if err != nil {
+		return err
 	}
 
 	src, err := rowfile.Open(*in)
@@ -95,44 +84,11 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 		return err
 	}
 	defer src.Close()
-	cols := src.Columns()
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c.Name
+	lay, err := rowfile.NewLayout(*in, src.Columns(), *idCol, *labelCol, nil, m.File.InputDim, m.File.Name, *k)
+	if err != nil {
+		return err
 	}
-	idAt, labelAt := slices.Index(names, *idCol), slices.Index(names, *labelCol)
-	for _, c := range []struct {
-		flag, name string
-		at         int
-	}{{"--id", *idCol, idAt}, {"--label", *labelCol, labelAt}} {
-		switch {
-		case c.name != "" && c.at < 0:
-			return fmt.Errorf("%s has no column %q (columns: %s)", *in, c.name, strings.Join(names, ", "))
-		case c.name != "" && cols[c.at].Kind == rowfile.KindVector:
-			return fmt.Errorf("%s %s: %s's column %q is a list, not one value", c.flag, c.name, *in, c.name)
-		}
-	}
-	var featureAt []int
-	lists := false
-	for i, c := range cols {
-		if i != idAt && i != labelAt {
-			featureAt = append(featureAt, i)
-			lists = lists || c.Kind == rowfile.KindVector
-		}
-	}
-	if !lists && len(featureAt) != m.File.InputDim {
-		return fmt.Errorf("%s has %d feature columns, mechanism %q takes %d", *in, len(featureAt), m.File.Name, m.File.InputDim)
-	}
-
-	var outCols []rowfile.Column
-	if idAt >= 0 {
-		outCols = append(outCols, rowfile.Column{Name: *idCol, Kind: rowfile.KindScalar})
-	}
-	outCols = append(outCols, rowfile.Column{Name: "z", Kind: rowfile.KindVector, Width: m.File.OutputDim})
-	if labelAt >= 0 {
-		outCols = append(outCols, rowfile.Column{Name: *labelCol, Kind: rowfile.KindInt})
-	}
-	sink, err := rowfile.Create(*out, outCols)
+	sink, err := rowfile.Create(*out, lay.Out(m.File.OutputDim))
 	if err != nil {
 		return err
 	}
@@ -154,31 +110,27 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 		if len(xs) == 0 {
 			return nil
 		}
-		rel, err := m.Privatise(xs, *randomiser, epsX, noise)
+		zs, ys, err := rel.Release(xs, labels, noise)
 		if err != nil {
 			return err
 		}
-		for i, r := range rel {
+		for i, r := range zs {
 			cells = cells[:0]
-			if idAt >= 0 {
+			if lay.IDAt >= 0 {
 				cells = append(cells, ids[i])
 			}
 			for j, v := range r {
 				z[j] = float32(v)
 			}
 			cells = append(cells, z)
-			if labelAt >= 0 {
-				y, err := krr.Randomise(labels[i], noise)
-				if err != nil {
-					return err
-				}
-				cells = append(cells, y)
+			if lay.LabelAt >= 0 {
+				cells = append(cells, ys[i])
 			}
 			if err := sink.Write(cells...); err != nil {
 				return err
 			}
 		}
-		n += len(rel)
+		n += len(zs)
 		xs, ids, labels = xs[:0], ids[:0], labels[:0]
 		return nil
 	}
@@ -190,33 +142,11 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 		if err != nil {
 			return err
 		}
-		x := make([]float32, 0, m.File.InputDim)
-		for _, c := range featureAt {
-			if cols[c].Kind == rowfile.KindVector {
-				x, err = rowfile.Floats(x, row[c])
-			} else {
-				var v float32
-				v, err = rowfile.Float32(row[c])
-				x = append(x, v)
-			}
-			if err != nil {
-				return fmt.Errorf("%s, column %s: %w", src.Where(), cols[c].Name, err)
-			}
+		x, id, y, err := lay.Row(row, src.Where())
+		if err != nil {
+			return err
 		}
-		if len(x) != m.File.InputDim {
-			return fmt.Errorf("%s has %d features, mechanism %q takes %d", src.Where(), len(x), m.File.Name, m.File.InputDim)
-		}
-		xs = append(xs, x)
-		if idAt >= 0 {
-			ids = append(ids, rowfile.Text(row[idAt]))
-		}
-		if labelAt >= 0 {
-			y, err := rowfile.Int(row[labelAt])
-			if err != nil || y < 0 || y >= int64(*k) {
-				return fmt.Errorf("%s: label %s is not a class 0..%d", src.Where(), rowfile.Show(row[labelAt]), *k-1)
-			}
-			labels = append(labels, int(y))
-		}
+		xs, ids, labels = append(xs, x), append(ids, id), append(labels, y)
 		if len(xs) == privatizeBatch {
 			if err := release(); err != nil {
 				return err
@@ -226,12 +156,10 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 	if err := release(); err != nil {
 		return err
 	}
-	meta, _ := json.MarshalIndent(releaseMeta{Mechanism: m.File.Name, SHA256: m.File.SHA256, ModelSHA: m.File.ArtifactSHA256,
-		Randomiser: *randomiser, Eps: *eps, EpsX: epsX, EpsY: epsY, K: *k, Lambda: *lambda, Label: *labelCol, Rows: n,
-		ReleasedAt: time.Now().UTC()}, "", "  ")
+	meta, _ := json.MarshalIndent(rel.Meta(n), "", "  ")
 	if err := sink.Finish(meta); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %g, label %g): %s, %s\n", n, m.File.Name, *eps, epsX, epsY, *out, rowfile.MetadataAt(*out))
+	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %g, label %g): %s, %s\n", n, m.File.Name, *eps, rel.EpsX, rel.EpsY, *out, rowfile.MetadataAt(*out))
 	return nil
 }

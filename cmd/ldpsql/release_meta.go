@@ -7,28 +7,15 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
+	"github.com/ldpsql/ldpsql/client"
 	"github.com/ldpsql/ldpsql/mechanisms"
 )
 
-// releaseMeta is what `ldpsql privatize` records about its releases, beside a CSV file (OUT.meta.json)
-// or inside a Parquet file (key-value metadata ldpsql.releases), and what import-releases checks. The
-// fields are in the order of their JSON keys, as the file was written when it was a map.
-type releaseMeta struct {
-	Eps        float64   `json:"eps"`
-	EpsX       float64   `json:"eps_x"`
-	EpsY       float64   `json:"eps_y"`
-	K          int       `json:"k"`
-	Label      string    `json:"label"`
-	Lambda     float64   `json:"lambda"`
-	Mechanism  string    `json:"mechanism"`
-	SHA256     string    `json:"mechanism_sha256"` // of the .ldpm file
-	ModelSHA   string    `json:"model_sha256"`     // of the encoder's model in it, which the server holds too
-	Randomiser string    `json:"randomiser"`
-	ReleasedAt time.Time `json:"released_at"`
-	Rows       int       `json:"rows"`
-}
+// releaseMeta is what `ldpsql privatize` (and the Beam transform) records about its releases, beside a
+// CSV file (OUT.meta.json) or inside a Parquet file (key-value metadata ldpsql.releases), and what
+// import-releases checks.
+type releaseMeta = client.Meta
 
 // releaseMetaKeys are the keys every release metadata must have (released_at is only informative).
 var releaseMetaKeys = []string{"eps", "eps_x", "eps_y", "k", "label", "lambda", "mechanism", "mechanism_sha256", "model_sha256", "randomiser", "rows"}

@@ -295,3 +295,53 @@ func TestCells(t *testing.T) {
 		t.Errorf("Text: %q %q %q", Text(int64(12)), Text(float32(0.1)), Text(nil))
 	}
 }
+
+// Parts and OpenPart read a file in parts as a Source of the whole file reads it: every row once, in
+// order, each named by the same Where.
+func TestParquetParts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows.parquet")
+	db, _ := sql.Open("duckdb", "")
+	defer db.Close()
+	if _, err := db.Exec("COPY (SELECT i AS id, [i, i + 0.5]::DOUBLE[] AS f FROM range(10000) r(i)) TO " +
+		sqlString(path) + " (FORMAT parquet, ROW_GROUP_SIZE 2048)"); err != nil {
+		t.Fatal(err)
+	}
+	_, whole, _ := readAll(t, path)
+	src, _ := Open(path)
+	var wheres []string
+	for {
+		if _, err := src.Next(); err != nil {
+			break
+		}
+		wheres = append(wheres, src.Where())
+	}
+	src.Close()
+	parts, err := Parts(path)
+	if err != nil || len(parts) < 2 {
+		t.Fatalf("parts %v, %v: the test wants several", parts, err)
+	}
+	i := 0
+	for _, p := range parts {
+		src, err := OpenPart(path, p[0], p[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			r, err := src.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(r, whole[i]) || src.Where() != wheres[i] {
+				t.Fatalf("part %v: row %v at %s, want %v at %s", p, r, src.Where(), whole[i], wheres[i])
+			}
+			i++
+		}
+		src.Close()
+	}
+	if i != len(whole) {
+		t.Errorf("the parts hold %d rows, the file %d", i, len(whole))
+	}
+}

@@ -131,6 +131,34 @@ func (s *parquetSource) readSchema() error {
 	return groups.Err()
 }
 
+// Parts splits a Parquet file into parts to read apart, [from, to) in rows: its row groups, and the
+// parts of a row group larger than 64 MiB uncompressed (the ranges a Source reads one at a time).
+func Parts(path string) ([][2]int64, error) {
+	s, err := openParquet(path)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	return s.ranges, nil
+}
+
+// OpenPart opens rows [from, to) of a Parquet file for reading; Where counts rows from the file's
+// start, so a row is named as a Source of the whole file names it.
+func OpenPart(path string, from, to int64) (Source, error) {
+	s, err := openParquet(path)
+	if err != nil {
+		return nil, err
+	}
+	var kept [][2]int64
+	for _, r := range s.ranges {
+		if r[0] < to && r[1] > from {
+			kept = append(kept, [2]int64{max(r[0], from), min(r[1], to)})
+		}
+	}
+	s.ranges, s.n = kept, from
+	return s, nil
+}
+
 func (s *parquetSource) Columns() []Column { return s.cols }
 
 func (s *parquetSource) Next() ([]any, error) {

@@ -1,0 +1,261 @@
+// Package beam privatises rows at scale on Apache Beam: the same release path as `ldpsql privatize`
+// (package client: a published mechanism file, encoded in process, clipped into its declared set and
+// released through the mechanisms package's randomisers with crypto/rand noise, the label by k-RR with
+// ε split by λ as ldp_privatize splits it) as a Beam transform, so a release made on Prism, Flink,
+// Spark or Dataflow is distributed exactly as one made by the server or by `ldpsql privatize`.
+//
+// Privatize is the transform; ReadRows and WriteReleases read and write the row files `ldpsql
+// privatize` reads and writes (CSV or Parquet, through package rowfile); Run builds and runs the
+// whole job (what `ldpsql etl privatize` does). It depends on client, mechanisms and training (through
+// client), never on udf or engine: it runs where the data is, without a server.
+//
+// Import it under another name beside Beam's own package: ldpbeam "github.com/ldpsql/ldpsql/beam".
+package beam
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"reflect"
+	"sync/atomic"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/ldpsql/ldpsql/client"
+	"github.com/ldpsql/ldpsql/mechanisms"
+)
+
+// Spec is how rows are released: the mechanism file's bytes (a .ldpm, checked by client.Load), the
+// randomiser and the total ε of each row, and with a label column its classes K and λ, the share of ε
+// spent on the features (ε_x = λ·ε, ε_y = (1 − λ)·ε by k-RR, as ldp_privatize). It travels to the
+// workers inside the transform (JSON), so it holds only data.
+type Spec struct {
+	Mechanism  []byte
+	Randomiser string // "laplace" (default), "duchi" or "privunit"
+	Eps        float64
+	// Label names the label column; "" releases the features alone at ε.
+	Label  string
+	K      int
+	Lambda float64
+	// Batch rows are encoded and released at once (default 4096, as ldpsql privatize).
+	Batch int
+}
+
+func (s Spec) randomiser() string {
+	if s.Randomiser == "" {
+		return mechanisms.RandomiserLaplace
+	}
+	return s.Randomiser
+}
+
+func (s Spec) batch() int {
+	if s.Batch <= 0 {
+		return 4096
+	}
+	return s.Batch
+}
+
+// Releaser loads the mechanism and checks the spec: the same client.Releaser `ldpsql privatize`
+// releases with.
+func (s Spec) Releaser() (*client.Releaser, error) {
+	m, err := client.Load(s.Mechanism)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewReleaser(m, s.randomiser(), s.Eps, s.Label, s.K, s.Lambda)
+}
+
+// Row is one input row: its features, the id copied to the release as it is, its label (a class
+// 0..K−1, when the spec has a label), and Where it came from ("data/part-3.parquet row 17"), for the
+// error output. A reader sets Err for a row it could not read; Privatize reports it as a bad row.
+type Row struct {
+	Where string
+	ID    string
+	X     []float32
+	Label int
+	Err   string
+}
+
+// Release is one released row: the id as given, the release z (float32, as in the files) and the
+// released label.
+type Release struct {
+	ID    string
+	Z     []float32
+	Label int
+}
+
+// BadRow is a row left out of the releases: where it was, and why in a message that starts with where
+// (a reader's own message for a cell it could not read may quote that cell).
+type BadRow struct {
+	Where  string
+	Reason string
+}
+
+func init() {
+	beam.RegisterType(reflect.TypeOf((*Row)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*Release)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*BadRow)(nil)).Elem())
+	register.DoFn4x1[context.Context, Row, func(Release), func(BadRow), error](&privatizeFn{})
+	register.Emitter1[Release]()
+	register.Emitter1[BadRow]()
+	register.Emitter1[Row]()
+	register.DoFn1x2[int, int, error](&flipLabelFn{})
+}
+
+// Privatize releases rows (a PCollection of Row) with spec and returns the releases (a PCollection of
+// Release). Bad rows are left out; PrivatizeWithErrors returns them too.
+func Privatize(s beam.Scope, rows beam.PCollection, spec Spec) beam.PCollection {
+	rel, _ := PrivatizeWithErrors(s, rows, spec)
+	return rel
+}
+
+// PrivatizeWithErrors is Privatize that also returns the bad rows (a PCollection of BadRow): a row a
+// reader could not read, with the wrong number of features, a NaN or infinite feature, or a label that
+// is not a class 0..K−1. A bad row is never released and does not stop the others. The spec is checked
+// here, when the pipeline is built (a panic, as Beam's own constructors do, on a bad one); each worker
+// loads the mechanism once. It batches rows within a bundle and emits a batch's releases when it is
+// full or the bundle ends: it is for bounded (batch) pipelines in the global window, as file jobs are.
+func PrivatizeWithErrors(s beam.Scope, rows beam.PCollection, spec Spec) (releases, bad beam.PCollection) {
+	s = s.Scope("ldpsql.Privatize")
+	if _, err := spec.Releaser(); err != nil {
+		panic(fmt.Sprintf("ldpsql.Privatize: %v", err))
+	}
+	return beam.ParDo2(s, &privatizeFn{Spec: spec}, rows)
+}
+
+// Counters of this process's workers, for progress: with Prism in process they count the whole job.
+var (
+	countRead, countReleased, countBad atomic.Int64
+)
+
+// Progress returns the rows read, released and reported bad so far by the workers in this process
+// (with Prism in process: the whole job; with a remote runner: nothing).
+func Progress() (read, released, bad int64) {
+	return countRead.Load(), countReleased.Load(), countBad.Load()
+}
+
+// privatizeFn checks each row and releases them a batch at a time.
+type privatizeFn struct {
+	Spec Spec
+
+	rel    *client.Releaser
+	noise  mechanisms.Source
+	buf    []Row
+	xs     [][]float32
+	labels []int
+}
+
+func (f *privatizeFn) Setup() error {
+	var err error
+	f.rel, err = f.Spec.Releaser()
+	if err != nil {
+		return err
+	}
+	// A source per worker instance: crypto/rand behind a buffer of its own.
+	f.noise = mechanisms.NewCryptoSource()
+	return nil
+}
+
+// check says what is wrong with r, or "": a message that starts with where r was, as a reader's
+// (rowfile.Layout's) do.
+func (f *privatizeFn) check(r Row) string {
+	if r.Err != "" {
+		return r.Err
+	}
+	m := f.rel.M.File
+	if len(r.X) != m.InputDim {
+		return fmt.Sprintf("%s has %d features, mechanism %q takes %d", r.Where, len(r.X), m.Name, m.InputDim)
+	}
+	for j, v := range r.X {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Sprintf("%s: feature %d is %v", r.Where, j+1, v)
+		}
+	}
+	if f.Spec.Label != "" && (r.Label < 0 || r.Label >= f.Spec.K) {
+		return fmt.Sprintf("%s: label %d is not a class 0..%d", r.Where, r.Label, f.Spec.K-1)
+	}
+	return ""
+}
+
+func (f *privatizeFn) ProcessElement(ctx context.Context, r Row, emit func(Release), emitBad func(BadRow)) error {
+	if why := f.check(r); why != "" {
+		countBad.Add(1)
+		emitBad(BadRow{Where: r.Where, Reason: why})
+		return nil
+	}
+	f.buf = append(f.buf, r)
+	if len(f.buf) >= f.Spec.batch() {
+		return f.flush(emit)
+	}
+	return nil
+}
+
+func (f *privatizeFn) FinishBundle(emit func(Release), _ func(BadRow)) error {
+	return f.flush(emit)
+}
+
+// flush releases the buffered rows through client.Releaser.Release, as ldpsql privatize does a batch.
+func (f *privatizeFn) flush(emit func(Release)) error {
+	if len(f.buf) == 0 {
+		return nil
+	}
+	f.xs, f.labels = f.xs[:0], f.labels[:0]
+	for _, r := range f.buf {
+		f.xs = append(f.xs, r.X)
+		f.labels = append(f.labels, r.Label)
+	}
+	zs, ys, err := f.rel.Release(f.xs, f.labels, f.noise)
+	if err != nil {
+		return err
+	}
+	for i, z := range zs {
+		out := Release{ID: f.buf[i].ID, Z: make([]float32, len(z))}
+		for j, v := range z {
+			out.Z[j] = float32(v)
+		}
+		if ys != nil {
+			out.Label = ys[i]
+		}
+		emit(out)
+	}
+	countReleased.Add(int64(len(zs)))
+	f.buf = f.buf[:0]
+	return nil
+}
+
+// FlipLabel releases labels (a PCollection of int, classes 0..k−1) by k-ary randomised response at
+// eps, as ldp_privatize releases its label column at ε_y = (1 − λ)·ε and FLIP_LABEL does one label:
+// the mechanisms package's k-RR with crypto/rand noise. It is for a label released on its own;
+// Privatize releases a row's label with its features. A label that is not a class fails the pipeline
+// (Privatize reports such a row instead, with where it was). eps and k are checked when the
+// pipeline is built.
+func FlipLabel(s beam.Scope, labels beam.PCollection, eps float64, k int) beam.PCollection {
+	s = s.Scope("ldpsql.FlipLabel")
+	if _, err := mechanisms.NewKRR(eps, k); err != nil {
+		panic(fmt.Sprintf("ldpsql.FlipLabel: %v", err))
+	}
+	return beam.ParDo(s, &flipLabelFn{Eps: eps, K: k}, labels)
+}
+
+type flipLabelFn struct {
+	Eps float64
+	K   int
+
+	krr   *mechanisms.KRR
+	noise mechanisms.Source
+}
+
+func (f *flipLabelFn) Setup() error {
+	var err error
+	f.krr, err = mechanisms.NewKRR(f.Eps, f.K)
+	f.noise = mechanisms.NewCryptoSource()
+	return err
+}
+
+func (f *flipLabelFn) ProcessElement(y int) (int, error) {
+	if y < 0 || y >= f.K {
+		return 0, fmt.Errorf("ldpsql.FlipLabel: label %d is not a class 0..%d", y, f.K-1)
+	}
+	return f.krr.Randomise(y, f.noise)
+}
