@@ -46,21 +46,7 @@ func wdbc(t *testing.T) ([][]float32, []int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(d.Features[0])
-	rows := make([][]float32, len(d.Features))
-	for i := range rows {
-		rows[i] = make([]float32, n)
-	}
-	for j := range n {
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, r := range d.Features {
-			lo, hi = min(lo, r[j]), max(hi, r[j])
-		}
-		for i, r := range d.Features {
-			rows[i][j] = float32((r[j] - lo) / (hi - lo))
-		}
-	}
-	return rows, d.Labels
+	return d.MinMaxRows(), d.Labels
 }
 
 // pcaFile is a PCA mechanism (d 4, ℓ1 radius 2) fitted on rows, as its .ldpm file.

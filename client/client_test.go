@@ -24,25 +24,11 @@ func wdbcRows(t *testing.T) ([][]float32, []float64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(d.Features[0])
-	rows := make([][]float32, len(d.Features))
-	labels := make([]float64, len(d.Features))
-	for j := range n {
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, r := range d.Features {
-			lo, hi = min(lo, r[j]), max(hi, r[j])
-		}
-		for i, r := range d.Features {
-			if rows[i] == nil {
-				rows[i] = make([]float32, n)
-			}
-			rows[i][j] = float32((r[j] - lo) / (hi - lo))
-		}
-	}
+	labels := make([]float64, len(d.Labels))
 	for i, y := range d.Labels {
 		labels[i] = float64(y)
 	}
-	return rows, labels
+	return d.MinMaxRows(), labels
 }
 
 func stream(rows [][]float32) func() ([][]float32, error) {

@@ -2,31 +2,14 @@ package integration
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
-)
 
-// tenColumnCSV is n rows of a 10-column numeric CSV: id, 4 integers, 5 doubles.
-func tenColumnCSV(n int) []byte {
-	var b bytes.Buffer
-	for i := 0; i < n; i++ {
-		b.WriteString(strconv.Itoa(i))
-		for c := 1; c <= 4; c++ {
-			fmt.Fprintf(&b, ",%d", (i*c)%1000)
-		}
-		for c := 1; c <= 5; c++ {
-			b.WriteByte(',')
-			b.WriteString(strconv.FormatFloat(float64(i)/float64(c+1), 'f', 4, 64))
-		}
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
-}
+	"github.com/ldpsql/ldpsql/internal/benchdata"
+)
 
 const tenColumnTable = "CREATE TABLE wide (id BIGINT PRIMARY KEY, a INT, b INT, c INT, d INT, x DOUBLE, y DOUBLE, z DOUBLE, u DOUBLE, v DOUBLE)"
 
@@ -37,7 +20,7 @@ const tenColumnTable = "CREATE TABLE wide (id BIGINT PRIMARY KEY, a INT, b INT, 
 //	go test -run '^$' -bench LoadDataLocal -benchtime 3x ./integration/
 func BenchmarkLoadDataLocal(b *testing.B) {
 	const n = 100_000
-	data := tenColumnCSV(n)
+	data := benchdata.TenColumnCSV(n)
 	mysql.RegisterReaderHandler("wide", func() io.Reader { return bytes.NewReader(data) })
 	defer mysql.DeregisterReaderHandler("wide")
 	s := startServer(b, filepath.Join(b.TempDir(), "bench.duckdb"))

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/ldpsql/ldpsql/internal/benchdata"
 )
 
 // A CSV as spreadsheets and pandas write it (RFC 4180): a header, CRLF line ends, fields enclosed in
@@ -182,7 +184,7 @@ func TestLoadDataLocal10kAndMySQLClient(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, filepath.Join(dir, "load.duckdb"))
 	db := s.connect("root", "")
-	data := tenColumnCSV(10_000)
+	data := benchdata.TenColumnCSV(10_000)
 	mysql.RegisterReaderHandler("wide10k", func() io.Reader { return bytes.NewReader(data) })
 	defer mysql.DeregisterReaderHandler("wide10k")
 	mustExec(t, db, tenColumnTable)

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/internal/benchdata"
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/builtin/pca/pcaenc"
 	"github.com/ldpsql/ldpsql/udf"
@@ -138,19 +138,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 // protocol (go-sql-driver sends the file), into a fresh table each time; the best of repeat is reported.
 func benchLoadData(db *gosql.DB, w io.Writer, repeat int) error {
 	const n = 100_000
-	var b bytes.Buffer
-	for i := 0; i < n; i++ {
-		b.WriteString(strconv.Itoa(i))
-		for c := 1; c <= 4; c++ {
-			fmt.Fprintf(&b, ",%d", (i*c)%1000)
-		}
-		for c := 1; c <= 5; c++ {
-			b.WriteByte(',')
-			b.WriteString(strconv.FormatFloat(float64(i)/float64(c+1), 'f', 4, 64))
-		}
-		b.WriteByte('\n')
-	}
-	data := b.Bytes()
+	data := benchdata.TenColumnCSV(n)
 	mysqldrv.RegisterReaderHandler("ldpsql-bench", func() io.Reader { return bytes.NewReader(data) })
 	defer mysqldrv.DeregisterReaderHandler("ldpsql-bench")
 	conn, err := db.Conn(context.Background())

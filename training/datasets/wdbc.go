@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 )
 
@@ -103,4 +104,24 @@ func (d *WDBC) PaperSplit() (trX [][]float32, trY []float64, teX [][]float32, te
 		}
 	}
 	return trX, trY, teX, teY
+}
+
+// MinMaxRows returns the features as float32 rows, each feature scaled to [0, 1] by its minimum and
+// maximum over the data set (a constant feature, which WDBC has none of, would give NaN).
+func (d *WDBC) MinMaxRows() [][]float32 {
+	n := len(d.Features[0])
+	rows := make([][]float32, len(d.Features))
+	for i := range rows {
+		rows[i] = make([]float32, n)
+	}
+	for j := range n {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, r := range d.Features {
+			lo, hi = min(lo, r[j]), max(hi, r[j])
+		}
+		for i, r := range d.Features {
+			rows[i][j] = float32((r[j] - lo) / (hi - lo))
+		}
+	}
+	return rows
 }
