@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -530,4 +531,99 @@ func countRowsF(t *testing.T, e *Engine, q string, args ...any) float64 {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return x
+}
+
+var ledgerReleases = flag.Int("ledger.releases", 1_000_000, "releases recorded before BenchmarkLedgerGrowth measures")
+
+// BenchmarkLedgerGrowth measures what a statement pays the ledger once it holds many releases
+// (-ledger.releases, 100,000 units each released repeatedly; #20 item 6 asks for 10⁶ and 10⁷): a
+// 10-row charge, 4,096 memo lookups that hit and 4,096 that miss, and reopening the engine (which
+// reads every unit's spending and builds the memo filter). Compare sizes to see what grows:
+//
+//	go test -run '^$' -bench LedgerGrowth -benchtime 20x ./engine/ -args -ledger.releases=100000
+//	go test -run '^$' -bench LedgerGrowth -benchtime 20x ./engine/ -args -ledger.releases=1000000
+func BenchmarkLedgerGrowth(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "growth.duckdb")
+	e, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	tbl := TableRef{Database: "ldpsql", Table: "t"}
+	if err := e.Ledger.SetBudget(ctx, Budget{TableRef: tbl, EpsTotal: 1e12, UnitColumns: []string{"id"}}); err != nil {
+		b.Fatal(err)
+	}
+	const units = 100_000
+	release := make([]byte, 8*8)
+	round := 0
+	charges := func(n int) []Charge {
+		round++
+		out := make([]Charge, n)
+		for i := range out {
+			unit, _ := UnitKey(int64(i % units))
+			out[i] = Charge{Table: tbl, Unit: unit, Eps: 1, Function: "LDP_ENCODE", Mechanism: "pca", Randomiser: "laplace",
+				Digest: ReleaseDigest(fmt.Sprint(round), "", "pca", "laplace", 1, 0), Release: release}
+		}
+		return out
+	}
+	start := time.Now()
+	var first []Charge
+	for done := 0; done < *ledgerReleases; done += units {
+		c := charges(min(units, *ledgerReleases-done))
+		if first == nil {
+			first = c
+		}
+		if err := e.Ledger.Charge(ctx, "root", c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%d releases recorded in %v", *ledgerReleases, time.Since(start).Round(time.Millisecond))
+	keys := func(c []Charge) []MemoKey {
+		out := make([]MemoKey, len(c))
+		for i, x := range c {
+			out[i] = MemoKey{x.Unit, x.Digest}
+		}
+		return out
+	}
+	hits := keys(first[:4096])
+	misses := keys(charges(4096))
+	b.Run("charge_10", func(b *testing.B) {
+		for range b.N {
+			if err := e.Ledger.Charge(ctx, "root", charges(10)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("memo_hit_4096", func(b *testing.B) {
+		for range b.N {
+			if m, err := e.Ledger.Memo(ctx, tbl, hits); err != nil || len(m) != len(hits) {
+				b.Fatalf("%d hits, %v", len(m), err)
+			}
+		}
+	})
+	b.Run("memo_miss_4096", func(b *testing.B) {
+		for range b.N {
+			if m, err := e.Ledger.Memo(ctx, tbl, misses); err != nil || len(m) != 0 {
+				b.Fatalf("%d hits, %v", len(m), err)
+			}
+		}
+	})
+	if err := e.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("reopen_and_first_charge", func(b *testing.B) {
+		for range b.N {
+			e, err := Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := e.Ledger.Charge(ctx, "root", charges(1)); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := e.Ledger.Memo(ctx, tbl, hits[:1]); err != nil {
+				b.Fatal(err)
+			}
+			e.Close()
+		}
+	})
 }
