@@ -5,12 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/types"
+	"github.com/dolthub/vitess/go/mysql"
 
 	"github.com/ldpsql/ldpsql/engine"
 )
@@ -110,6 +112,14 @@ func (p *procedures) export(ctx *sql.Context, table, path, format string) (sql.R
 	}
 	out, err := p.e.ExportTable(ctx, x)
 	if err != nil {
+		// MySQL's error numbers stay: 1290 for the path, 1086 for an existing file.
+		var se *mysql.SQLError
+		switch {
+		case errors.As(err, &se):
+			return nil, mysql.NewSQLError(se.Num, se.State, "%s: %s", fn, se.Message)
+		case sql.ErrFileExists.Is(err):
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
 	p.log("ldp_export: %s wrote %d rows of %s.%s to %s", user(ctx), out.Rows, db, name, out.Path)

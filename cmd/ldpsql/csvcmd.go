@@ -287,8 +287,9 @@ number, VARCHAR otherwise (CALL ldp_export on the server keeps the stored types)
 	}
 	defer s.close()
 	var pm *udf.PrivatizeMetadata
+	qualified := ""
 	if *table != "" {
-		if pm, err = releaseMetadataOf(ctx, s, *table); err != nil {
+		if pm, qualified, err = releaseMetadataOf(ctx, s, *table); err != nil {
 			return err
 		}
 	}
@@ -300,7 +301,7 @@ number, VARCHAR otherwise (CALL ldp_export on the server keeps the stored types)
 		if ff, err := rowfile.FormatOf(*out); err != nil || ff != f {
 			return fmt.Errorf("--out %s: name a %s file .%s", *out, f, strings.ToLower(f.String()))
 		}
-		n, err := exportRowFile(ctx, s, stmt, *table, *out, pm, stderr)
+		n, err := exportRowFile(ctx, s, stmt, qualified, *out, pm, stderr)
 		if err != nil {
 			return err
 		}
@@ -368,21 +369,30 @@ number, VARCHAR otherwise (CALL ldp_export on the server keeps the stored types)
 // releaseMetadataOf is what ldp_privatize (or import-releases) recorded in table's comment, nil for a
 // table it did not write. A table made before the digests were recorded gets those of the mechanism as
 // registered now, when the account may read the catalog.
-func releaseMetadataOf(ctx context.Context, s session, table string) (*udf.PrivatizeMetadata, error) {
-	db, name := "DATABASE()", sqlQuote(table)
-	if i := strings.Index(table, "."); i >= 0 {
-		db, name = sqlQuote(table[:i]), sqlQuote(table[i+1:])
+// qualified is table as db.table (the session's database when table names none).
+func releaseMetadataOf(ctx context.Context, s session, table string) (pm *udf.PrivatizeMetadata, qualified string, err error) {
+	db, name, ok := strings.Cut(table, ".")
+	if !ok {
+		name = db
+		r, err := queryAll(ctx, s, "SELECT DATABASE()")
+		if err != nil {
+			return nil, "", err
+		}
+		if len(r.rows) == 1 {
+			db = stringValue(r.rows[0][0])
+		}
 	}
-	r, err := queryAll(ctx, s, "SELECT table_comment FROM information_schema.tables WHERE table_schema = "+db+" AND table_name = "+name)
+	qualified = db + "." + name
+	r, err := queryAll(ctx, s, "SELECT table_comment FROM information_schema.tables WHERE table_schema = "+sqlQuote(db)+" AND table_name = "+sqlQuote(name))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(r.rows) != 1 {
-		return nil, nil // SELECT * says what is wrong
+		return nil, qualified, nil // SELECT * says what is wrong
 	}
-	pm := udf.ParsePrivatizeComment(stringValue(r.rows[0][0]))
+	pm = udf.ParsePrivatizeComment(stringValue(r.rows[0][0]))
 	if pm == nil || (pm.MechanismSHA256 != "" && pm.ModelSHA256 != "") {
-		return pm, nil
+		return pm, qualified, nil
 	}
 	d, err := queryAll(ctx, s, "SELECT k.sha256, SHA2(m.artifact, 256) FROM ldpsql_catalog.ldp_mechanisms k "+
 		"LEFT JOIN ldpsql_catalog.ldp_models m ON m.name = k.model WHERE k.name = "+sqlQuote(pm.Mechanism))
@@ -390,7 +400,7 @@ func releaseMetadataOf(ctx context.Context, s session, table string) (*udf.Priva
 		model := strings.ToLower(stringValue(d.rows[0][1]))
 		pm.MechanismSHA256, pm.ModelSHA256 = udf.MechanismDigest(pm.Mechanism, stringValue(d.rows[0][0]), model), model
 	}
-	return pm, nil
+	return pm, qualified, nil
 }
 
 // exportRowFile writes stmt's rows to out with rowfile (Parquet through an in-memory DuckDB's COPY),
