@@ -267,8 +267,8 @@ func (s *parquetSink) Finish(meta []byte) error {
 			// when every value is a number as plainly written ("2.50", "1e-05"; not "007"); an empty value
 			// is NULL in either.
 			var ints, nums bool
-			err = s.db.QueryRow("SELECT COALESCE(bool_and(CAST(TRY_CAST(" + col + " AS BIGINT) AS VARCHAR) IS NOT DISTINCT FROM NULLIF(" + col + ", '')), true), " +
-				"COALESCE(bool_and(" + col + " = '' OR regexp_full_match(" + col + ", '-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?')), true) FROM stage").Scan(&ints, &nums)
+			err = s.db.QueryRow("SELECT COALESCE(bool_and(CAST(TRY_CAST("+col+" AS BIGINT) AS VARCHAR) IS NOT DISTINCT FROM NULLIF("+col+", '')), true), "+
+				"COALESCE(bool_and("+col+" = '' OR regexp_full_match("+col+", '-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?')), true) FROM stage").Scan(&ints, &nums)
 			switch {
 			case ints:
 				col = "CAST(NULLIF(" + col + ", '') AS BIGINT) AS " + col
