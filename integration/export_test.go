@@ -340,10 +340,32 @@ func TestExportRefusals(t *testing.T) {
 		t.Errorf("release metadata in a raw table's export: %d, %v", kvs, err)
 	}
 
+	// Inside a transaction the export sees the session's own uncommitted rows (the file, as one
+	// INTO OUTFILE writes, stays after a ROLLBACK).
+	conn, err := f.root.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"BEGIN", "INSERT INTO other.secret VALUES (2, 43)"} {
+		if _, err := conn.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	if err := conn.QueryRowContext(t.Context(), "CALL ldp_export('other.secret', 'tx.csv', 'csv')").Scan(&path, &rows, &format, &note); err != nil || rows != 2 {
+		t.Errorf("an export inside a transaction: %d rows, %v", rows, err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if data, _ := os.ReadFile(filepath.Join(f.files, "tx.csv")); string(data) != "id,v\n1,42\n2,43\n" {
+		t.Errorf("tx.csv: %q", data)
+	}
+
 	// With file access off, a clear error.
 	f.s.stop()
 	s := startServer(t, f.dbPath, "--secure-file-priv", "NULL")
-	_, err := s.connect("root", "").Exec("CALL ldp_export('d2_pca', 'off.parquet', 'parquet')")
+	_, err = s.connect("root", "").Exec("CALL ldp_export('d2_pca', 'off.parquet', 'parquet')")
 	wantMySQLError(t, "with --secure-file-priv NULL", err, 1290)
 	if err == nil || !strings.Contains(err.Error(), "secure_file_priv is NULL") {
 		t.Errorf("with --secure-file-priv NULL: %v", err)
