@@ -130,7 +130,7 @@ func (e *Engine) ExportTable(ctx *sql.Context, x Export) (Exported, error) {
 	tmp := filepath.Join(filepath.Dir(out.Path), ".ldpsql-export-"+hex.EncodeToString(suffix[:])+"-"+filepath.Base(out.Path))
 	defer os.Remove(tmp)
 
-	_, conn, err := sessionConn(ctx)
+	sess, conn, err := sessionConn(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -168,6 +168,13 @@ func (e *Engine) ExportTable(ctx *sql.Context, x Export) (Exported, error) {
 	}
 	res, err := conn.ExecContext(ctx, "COPY (SELECT "+strings.Join(cols, ", ")+" FROM "+t.qualified()+") TO "+quoteString(tmp)+" ("+opts+")")
 	if err != nil {
+		if !own {
+			// A COPY that fails while running aborts DuckDB's transaction: the session learns it
+			// now, as after a failed write, rather than from DuckDB's message at its next statement.
+			if _, alive := conn.ExecContext(context.WithoutCancel(ctx), "SELECT 1"); alive != nil {
+				sess.abort(ctx, err)
+			}
+		}
 		return out, fmt.Errorf("writing %s: %w", x.Path, err)
 	}
 	if n, err := res.RowsAffected(); err == nil {
@@ -216,6 +223,18 @@ func writeNew(path string, data []byte) error {
 // unpackFunction is a DuckDB scalar function, BLOB → FLOAT[], that decodes a packed little-endian
 // float32 vector (udf.PackVector); a BLOB whose length is not a multiple of 4 is an error.
 const unpackFunction = "ldpsql_unpack_f32"
+
+// registerUnpackAtOpen registers unpackFunction once when the engine opens, outside any transaction
+// (ExportTable registers it again where a connection does not see it).
+func (e *Engine) registerUnpackAtOpen() {
+	ctx := context.Background()
+	conn, err := e.DuckDB.Conn(ctx)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_ = registerUnpack(ctx, conn)
+}
 
 // registerUnpack makes unpackFunction known on conn (DuckDB registers it in the database's system
 // catalog, so once is enough; a connection that already sees it is left alone).

@@ -75,6 +75,14 @@ func TestExportTable(t *testing.T) {
 	if _, err := os.Stat(x.Path); err == nil {
 		t.Fatal("written outside")
 	}
+	// A vector that is not whole float32s fails the COPY, and leaves nothing.
+	if _, err := e.DuckDB.Exec(`INSERT INTO ldpsql.r VALUES (9, '\x01\x02\x03'::BLOB, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	x.Path, x.Format = "bad.parquet", ExportParquet
+	if _, err := e.ExportTable(ctx, x); err == nil || !strings.Contains(err.Error(), "multiple of 4 bytes") {
+		t.Fatalf("a malformed vector: %v", err)
+	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 3 {
 		t.Fatalf("files left: %v", entries)

@@ -363,6 +363,38 @@ func TestExportRefusals(t *testing.T) {
 		t.Errorf("tx.csv: %q", data)
 	}
 
+	// A COPY that fails inside a transaction (a vector that is not whole float32s) aborts it in
+	// DuckDB: the session says so at its next statement, until ROLLBACK, and nothing is written.
+	mustExec(t, f.root, `CREATE TABLE bad (id INT PRIMARY KEY, f LONGBLOB, y INT) COMMENT='{"ldp_privatize": {"mechanism": "pca2", "features_col": "f", "label_col": "y", "output_dim": 2, "eps": 1, "eps_x": 1, "lambda": 1, "mechanism_sha256": "x", "model_sha256": "y"}}'`)
+	mustExec(t, f.root, "INSERT INTO bad VALUES (1, 0x010203, 0)")
+	conn, err = f.root.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"BEGIN", "INSERT INTO other.secret VALUES (3, 44)"} {
+		if _, err := conn.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(q, err)
+		}
+	}
+	if _, err := conn.ExecContext(t.Context(), "CALL ldp_export('bad', 'bad.parquet', 'parquet')"); err == nil || !strings.Contains(err.Error(), "multiple of 4 bytes") {
+		t.Errorf("exporting a malformed vector: %v", err)
+	}
+	var cnt int
+	err = conn.QueryRowContext(t.Context(), "SELECT count(*) FROM other.secret").Scan(&cnt)
+	if err == nil || !strings.Contains(err.Error(), "this transaction was rolled back") {
+		t.Errorf("in the transaction after the failed export: %d rows, %v", cnt, err)
+	}
+	if _, err := conn.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRowContext(t.Context(), "SELECT count(*) FROM other.secret").Scan(&cnt); err != nil || cnt != 1 {
+		t.Errorf("after ROLLBACK: %d rows, %v", cnt, err)
+	}
+	conn.Close()
+	if _, err := os.Stat(filepath.Join(f.files, "bad.parquet")); !os.IsNotExist(err) {
+		t.Errorf("a failed export left bad.parquet: %v", err)
+	}
+
 	// With file access off, a clear error.
 	f.s.stop()
 	s := startServer(t, f.dbPath, "--secure-file-priv", "NULL")
