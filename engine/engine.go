@@ -170,6 +170,7 @@ func (e *Engine) init(opts []Option) error {
 		}
 	}
 	e.installServerBoundary()
+	e.registerUnpackAtOpen() // for ldp_export (export.go)
 	// GMS's default says "Dolt"; clients such as mysqladmin show it.
 	if err := sql.SystemVariables.AssignValues(map[string]any{"version_comment": "ldpsql"}); err != nil {
 		return err

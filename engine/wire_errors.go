@@ -69,6 +69,8 @@ var mysqlCodes = []mysqlCode{
 	kindCode(types.ErrLengthBeyondLimit, mysql.ERDataTooLong, mysql.SSDataTooLong),
 	kindCode(sql.ErrTableAlreadyExists, mysql.ERTableExists, ssTableExists),
 	kindCode(sql.ErrColumnExists, mysql.ERDupFieldName, mysql.SSDupFieldName),
+	// INTO OUTFILE/DUMPFILE and ldp_export never overwrite a file: MySQL's ER_FILE_EXISTS_ERROR.
+	kindCode(sql.ErrFileExists, mysql.ERFileExists, mysql.SSUnknownSQLState),
 }
 
 // kindCode matches the messages of kind: its format with every verb (%s, %v, %q, %d) matching anything.

@@ -68,6 +68,7 @@ func (p *procedures) details() []sql.ExternalStoredProcedureDetails {
 			{Name: "eps_x", Type: types.Float64},
 			{Name: "eps_y", Type: types.Float64},
 		}, Function: p.privatize},
+		{Name: "ldp_export", Schema: exportSchema, Function: p.export},
 	}
 }
 
@@ -313,22 +314,22 @@ type PrivatizeMetadata struct {
 	LabelCol    string  `json:"label_col,omitempty"`
 	OutputDim   int     `json:"output_dim"`
 	OutputSet   string  `json:"output_set"`
+	// The digests a release file carries (ldp_export, ldpsql privatize and import-releases): the
+	// SHA-256 of the mechanism's model and of the .ldpm file the releases were made with, or, for
+	// ldp_privatize, of the mechanism as registered (mechanismDigests). Empty in tables written before
+	// they were recorded.
+	MechanismSHA256 string `json:"mechanism_sha256,omitempty"`
+	ModelSHA256     string `json:"model_sha256,omitempty"`
 }
 
 // privatizeMetadataOf returns what ldp_privatize recorded in table t's comment, or nil for a table it
 // did not write.
 func privatizeMetadataOf(t sql.Table) *PrivatizeMetadata {
 	ct, ok := sql.GetUnderlyingTable(t).(sql.CommentedTable)
-	if !ok || ct.Comment() == "" {
+	if !ok {
 		return nil
 	}
-	var wrapped struct {
-		M *PrivatizeMetadata `json:"ldp_privatize"`
-	}
-	if json.Unmarshal([]byte(ct.Comment()), &wrapped) != nil {
-		return nil
-	}
-	return wrapped.M
+	return ParsePrivatizeComment(ct.Comment())
 }
 
 // privatizeTmpPrefix starts the name of ldp_privatize's temporary destination (see dropLeftovers).
@@ -416,6 +417,9 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 		meta.K, meta.LabelCol = int(k), labelCol
 	} else {
 		meta.Lambda = 1
+	}
+	if meta.MechanismSHA256, meta.ModelSHA256, err = p.mechanismDigests(ctx, mechanism); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
 	metaJSON, _ := json.Marshal(map[string]any{"ldp_privatize": meta})
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -227,22 +228,53 @@ func (p loadPlan) row(cells []any) ([]any, error) {
 	return append(row, udf.PackVector(vec)), nil
 }
 
-// exportCmd is `ldpsql export`: a table or a query's result as CSV.
+// exportCmd is `ldpsql export`: a table or a query's result as CSV or Parquet, with the release
+// metadata of a table ldp_privatize (or import-releases) wrote.
 func exportCmd(args []string, stdout, stderr io.Writer) (err error) {
-	fs := newFlagSet("export", "Write a table, or the result of a query, as CSV with a header line, from a DuckDB file in process (--db)\nor from a running `ldpsql serve` (--addr). NULL is an empty field; a binary value that is not UTF-8\ntext is written as 0x followed by its bytes in hex.",
+	fs := newFlagSet("export", `Write a table, or the result of a query, as CSV with a header line or as Parquet (--format, or by
+--out's extension), from a DuckDB file in process (--db) or from a running ldpsql serve (--addr); the file
+is written here, on this machine. NULL is an empty CSV field; a binary value that is not UTF-8 text is
+written as 0x followed by its bytes in hex. A --table that ldp_privatize (or import-releases) wrote is
+written as ldpsql privatize writes releases, for import-releases to read back: the released vector as one
+list column z (Parquet) or as z1..zd (CSV), and the release metadata (mechanism, randomiser, eps_x,
+eps_y, K, digests, rows) in the Parquet key-value metadata "ldpsql.releases" or in OUT.meta.json beside a
+CSV file. Parquet columns are BIGINT when every value is an integer, DOUBLE when every value is a
+number, VARCHAR otherwise (CALL ldp_export on the server keeps the stored types).`,
 		`  ldpsql export --table people > people.csv
   ldpsql export --query "SELECT id, FLIP_LABEL(y, 1.0, 2) AS y FROM labels" --out released.csv
+  ldpsql export --table d1_priv --format parquet --out d1_priv.parquet
   LDPSQL_PASSWORD=secret ldpsql export --addr 127.0.0.1:3306 --table people --out people.csv
 `, stderr)
 	tgt := addTargetFlags(fs, "DuckDB file")
 	table := fs.String("table", "", "table to export")
 	query := fs.String("query", "", "query whose result to export (instead of --table)")
-	out := fs.String("out", "-", "file to write (- for standard output)")
+	out := fs.String("out", "-", "file to write (- for standard output, CSV only)")
+	format := fs.String("format", "", "csv or parquet (default: parquet for an --out ending .parquet, else csv)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if (*table == "") == (*query == "") || fs.NArg() != 0 {
-		return fmt.Errorf("usage: ldpsql export --table TABLE | --query SQL [--out FILE] [--db PATH | --addr HOST:PORT]")
+		return fmt.Errorf("usage: ldpsql export --table TABLE | --query SQL [--format csv|parquet] [--out FILE] [--db PATH | --addr HOST:PORT]")
+	}
+	f := rowfile.CSV
+	switch strings.ToLower(*format) {
+	case "":
+		if ff, err := rowfile.FormatOf(*out); err == nil {
+			f = ff
+		}
+	case "csv":
+	case "parquet":
+		f = rowfile.Parquet
+	default:
+		return fmt.Errorf("--format %q: csv or parquet", *format)
+	}
+	if f == rowfile.Parquet {
+		if *out == "-" {
+			return errors.New("--format parquet writes a file: give --out FILE.parquet")
+		}
+		if ff, err := rowfile.FormatOf(*out); err != nil || ff != rowfile.Parquet {
+			return fmt.Errorf("--out %s: name a Parquet file .parquet", *out)
+		}
 	}
 	stmt := *query
 	if *table != "" {
@@ -254,19 +286,45 @@ func exportCmd(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer s.close()
+	var pm *udf.PrivatizeMetadata
+	qualified := ""
+	if *table != "" {
+		if pm, qualified, err = releaseMetadataOf(ctx, s, *table); err != nil {
+			return err
+		}
+	}
+	if f == rowfile.CSV && pm != nil && *out == "-" {
+		fmt.Fprintf(stderr, "note: %s holds releases, but their metadata is written only beside a file: give --out FILE.csv\n", *table)
+		pm = nil
+	}
+	if f == rowfile.Parquet || pm != nil {
+		if ff, err := rowfile.FormatOf(*out); err != nil || ff != f {
+			return fmt.Errorf("--out %s: name a %s file .%s", *out, f, strings.ToLower(f.String()))
+		}
+		n, err := exportRowFile(ctx, s, stmt, qualified, *out, pm, stderr)
+		if err != nil {
+			return err
+		}
+		where := *out
+		if pm != nil {
+			where += ", with its release metadata in " + rowfile.MetadataAt(*out)
+		}
+		fmt.Fprintf(stderr, "exported %d rows to %s\n", n, where)
+		return s.close()
+	}
 	w := stdout
-	var f *os.File
+	var file *os.File
 	if *out != "-" {
-		if f, err = os.Create(*out); err != nil {
+		if file, err = os.Create(*out); err != nil {
 			return err
 		}
 		defer func() {
-			f.Close()
+			file.Close()
 			if err != nil {
 				_ = os.Remove(*out) // no half-written export
 			}
 		}()
-		w = f
+		w = file
 	}
 	cw := csv.NewWriter(w)
 	var n int64
@@ -299,13 +357,127 @@ func exportCmd(args []string, stdout, stderr io.Writer) (err error) {
 	if err := cw.Error(); err != nil {
 		return err
 	}
-	if f != nil {
-		if err := f.Close(); err != nil {
+	if file != nil {
+		if err := file.Close(); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "exported %d rows to %s\n", n, *out)
 	}
 	return s.close()
+}
+
+// releaseMetadataOf is what ldp_privatize (or import-releases) recorded in table's comment, nil for a
+// table it did not write. A table made before the digests were recorded gets those of the mechanism as
+// registered now, when the account may read the catalog.
+// qualified is table as db.table (the session's database when table names none).
+func releaseMetadataOf(ctx context.Context, s session, table string) (pm *udf.PrivatizeMetadata, qualified string, err error) {
+	db, name, ok := strings.Cut(table, ".")
+	if !ok {
+		name = db
+		r, err := queryAll(ctx, s, "SELECT DATABASE()")
+		if err != nil {
+			return nil, "", err
+		}
+		if len(r.rows) == 1 {
+			db = stringValue(r.rows[0][0])
+		}
+	}
+	qualified = db + "." + name
+	r, err := queryAll(ctx, s, "SELECT table_comment FROM information_schema.tables WHERE table_schema = "+sqlQuote(db)+" AND table_name = "+sqlQuote(name))
+	if err != nil {
+		return nil, "", err
+	}
+	if len(r.rows) != 1 {
+		return nil, qualified, nil // SELECT * says what is wrong
+	}
+	pm = udf.ParsePrivatizeComment(stringValue(r.rows[0][0]))
+	if pm == nil || (pm.MechanismSHA256 != "" && pm.ModelSHA256 != "") {
+		return pm, qualified, nil
+	}
+	d, err := queryAll(ctx, s, "SELECT k.sha256, SHA2(m.artifact, 256) FROM ldpsql_catalog.ldp_mechanisms k "+
+		"LEFT JOIN ldpsql_catalog.ldp_models m ON m.name = k.model WHERE k.name = "+sqlQuote(pm.Mechanism))
+	if err == nil && len(d.rows) == 1 {
+		model := strings.ToLower(stringValue(d.rows[0][1]))
+		pm.MechanismSHA256, pm.ModelSHA256 = udf.MechanismDigest(pm.Mechanism, stringValue(d.rows[0][0]), model), model
+	}
+	return pm, qualified, nil
+}
+
+// exportRowFile writes stmt's rows to out with rowfile (Parquet through an in-memory DuckDB's COPY),
+// the features column of a released table (pm not nil) as the vector z, and pm's release metadata.
+func exportRowFile(ctx context.Context, s session, stmt, table, out string, pm *udf.PrivatizeMetadata, stderr io.Writer) (int64, error) {
+	var sink rowfile.Sink
+	var kinds []rowfile.Column
+	vec := -1
+	start := func(cols []string) error {
+		for i, c := range cols {
+			col := rowfile.Column{Name: c, Kind: rowfile.KindScalar}
+			if pm != nil && strings.EqualFold(c, pm.FeaturesCol) {
+				col, vec = rowfile.Column{Name: "z", Kind: rowfile.KindVector, Width: pm.OutputDim}, i
+			}
+			kinds = append(kinds, col)
+		}
+		if pm != nil && vec < 0 {
+			return fmt.Errorf("%s has no column %s, which its release metadata names", table, pm.FeaturesCol)
+		}
+		var err error
+		sink, err = rowfile.Create(out, kinds)
+		return err
+	}
+	var n int64
+	cells := []any{}
+	cols, _, err := s.query(ctx, stmt, func(cols []string, row []any) error {
+		if sink == nil {
+			if err := start(cols); err != nil {
+				return err
+			}
+		}
+		cells = cells[:0]
+		for i, v := range row {
+			if i != vec {
+				cells = append(cells, csvValue(v))
+				continue
+			}
+			b, ok := v.([]byte)
+			if !ok {
+				if str, isStr := v.(string); isStr {
+					b, ok = []byte(str), true
+				}
+			}
+			z, err := udf.UnpackVector(b)
+			if !ok || err != nil || len(z) != pm.OutputDim {
+				return fmt.Errorf("%s row %d: %s is not a packed vector of %d values", table, n+1, pm.FeaturesCol, pm.OutputDim)
+			}
+			cells = append(cells, z)
+		}
+		n++
+		return sink.Write(cells...)
+	})
+	if err == nil && sink == nil {
+		if len(cols) == 0 {
+			err = fmt.Errorf("%s returned no result set to export", truncate(stmt, 60))
+		} else {
+			err = start(cols)
+		}
+	}
+	if err != nil {
+		if sink != nil {
+			sink.Discard()
+		}
+		return 0, err
+	}
+	var meta []byte
+	if pm != nil {
+		m := udf.NewExportReleaseMetadata(pm, table, n)
+		if m.SHA256 == "" || m.ModelSHA == "" {
+			fmt.Fprintf(stderr, "warning: %s records no digests of mechanism %q and this account cannot read them from the catalog: import-releases will refuse %s (a DBA's export has them)\n", table, pm.Mechanism, out)
+		}
+		if meta, err = json.MarshalIndent(m, "", "  "); err != nil {
+			sink.Discard()
+			return 0, err
+		}
+	}
+	return n, sink.Finish(meta)
 }
 
 // csvValue is a value as one CSV field: NULL empty, text as it is, other binary values as 0x-hex.

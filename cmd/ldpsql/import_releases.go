@@ -123,7 +123,8 @@ count); anything that does not match is an error and nothing is written.`,
 		lambda = 1
 	}
 	pm := udf.PrivatizeMetadata{Source: "client releases " + meta.SHA256, Mechanism: meta.Mechanism, Randomiser: meta.Randomiser,
-		Epsilon: meta.Eps, Lambda: lambda, EpsX: meta.EpsX, EpsY: meta.EpsY, FeaturesCol: "features", OutputDim: desc.OutputDim, OutputSet: set}
+		Epsilon: meta.Eps, Lambda: lambda, EpsX: meta.EpsX, EpsY: meta.EpsY, FeaturesCol: "features", OutputDim: desc.OutputDim, OutputSet: set,
+		MechanismSHA256: meta.SHA256, ModelSHA256: meta.ModelSHA}
 	cols := []string{"id", "features"}
 	defs := "id BIGINT PRIMARY KEY, features LONGBLOB NOT NULL"
 	if meta.Label != "" {

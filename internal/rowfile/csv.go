@@ -142,6 +142,9 @@ func (s *csvSink) Finish(meta []byte) error {
 		return fmt.Errorf("writing %s: %w", s.path, err)
 	}
 	s.done = true
+	if meta == nil {
+		return nil
+	}
 	if err := os.WriteFile(MetadataAt(s.path), meta, 0o644); err != nil {
 		return fmt.Errorf("writing the metadata of %s: %w", s.path, err)
 	}

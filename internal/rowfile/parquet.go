@@ -291,19 +291,28 @@ func (s *parquetSink) Finish(meta []byte) error {
 	for _, c := range s.cols {
 		col := sqlIdent(c.Name)
 		if c.Kind == KindScalar && err == nil {
-			// BIGINT when every value is an integer as plainly written ("7", not "07" or "+7").
-			var ints bool
-			err = s.db.QueryRow("SELECT COALESCE(bool_and(CAST(TRY_CAST(" + col + " AS BIGINT) AS VARCHAR) IS NOT DISTINCT FROM " + col + "), true) FROM stage").Scan(&ints)
-			if ints {
-				col = "CAST(" + col + " AS BIGINT) AS " + col
+			// BIGINT when every value is an integer as plainly written ("7", not "07" or "+7"), DOUBLE
+			// when every value is a number as plainly written ("2.50", "1e-05"; not "007"); an empty value
+			// is NULL in either.
+			var ints, nums bool
+			err = s.db.QueryRow("SELECT COALESCE(bool_and(CAST(TRY_CAST("+col+" AS BIGINT) AS VARCHAR) IS NOT DISTINCT FROM NULLIF("+col+", '')), true), "+
+				"COALESCE(bool_and("+col+" = '' OR regexp_full_match("+col+", '-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?')), true) FROM stage").Scan(&ints, &nums)
+			switch {
+			case ints:
+				col = "CAST(NULLIF(" + col + ", '') AS BIGINT) AS " + col
+			case nums:
+				col = "CAST(NULLIF(" + col + ", '') AS DOUBLE) AS " + col
 			}
 		}
 		sel = append(sel, col)
 	}
 	tmp := s.path + ".partial"
 	if err == nil {
-		_, err = s.db.Exec("COPY (SELECT " + strings.Join(sel, ", ") + " FROM stage) TO " + sqlString(tmp) +
-			" (FORMAT parquet, KV_METADATA {" + sqlString(MetadataKey) + ": " + sqlString(string(meta)) + "})")
+		kv := ""
+		if meta != nil {
+			kv = ", KV_METADATA {" + sqlString(MetadataKey) + ": " + sqlString(string(meta)) + "}"
+		}
+		_, err = s.db.Exec("COPY (SELECT " + strings.Join(sel, ", ") + " FROM stage) TO " + sqlString(tmp) + " (FORMAT parquet" + kv + ")")
 	}
 	if err == nil {
 		err = os.Rename(tmp, s.path)

@@ -62,7 +62,8 @@ type Kind int
 
 const (
 	// KindScalar is one value a cell: text or a number. Every CSV column is one. A sink writes it from
-	// a string: in Parquet as BIGINT when every value is an integer written plainly, else as VARCHAR.
+	// a string: in Parquet as BIGINT when every value is an integer written plainly, as DOUBLE when
+	// every value is a number, else as VARCHAR (an empty string is NULL in a BIGINT or DOUBLE column).
 	KindScalar Kind = iota
 	// KindInt is an integer, written from an int (Parquet INTEGER).
 	KindInt
@@ -111,7 +112,7 @@ type Sink interface {
 	// Write appends one row, a cell for each column: a string for a KindScalar, an int for a KindInt,
 	// a []float32 of Width values for a KindVector.
 	Write(cells ...any) error
-	// Finish writes the file with its metadata (see MetadataAt).
+	// Finish writes the file with its metadata (see MetadataAt); nil meta writes none.
 	Finish(meta []byte) error
 	// Discard drops what was written; after Finish it does nothing.
 	Discard()

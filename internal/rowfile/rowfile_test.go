@@ -128,7 +128,7 @@ func TestCSVSource(t *testing.T) {
 }
 
 // Releases written to Parquet read back as written, with their metadata byte for byte; an id column
-// of plain integers becomes BIGINT, any other VARCHAR.
+// of plain integers becomes BIGINT (an empty value NULL), of plain numbers DOUBLE, any other VARCHAR.
 func TestParquetRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	meta := []byte("{\n  \"label\": \"it's a \\\"y\\\" \\\\ ε\"\n}")
@@ -136,11 +136,15 @@ func TestParquetRoundTrip(t *testing.T) {
 		ids    []string
 		idType string
 		idRead []any
+		name   string
 	}{
-		{[]string{"1", "-20", "300"}, "BIGINT", []any{int64(1), int64(-20), int64(300)}},
-		{[]string{"1", "007", "x"}, "VARCHAR", []any{"1", "007", "x"}},
+		{[]string{"1", "-20", "300"}, "BIGINT", []any{int64(1), int64(-20), int64(300)}, ""},
+		{[]string{"1", "007", "x"}, "VARCHAR", []any{"1", "007", "x"}, ""},
+		{[]string{"1", "", "3"}, "BIGINT", []any{int64(1), nil, int64(3)}, "null"},
+		{[]string{"2.50", "-1e-05", ""}, "DOUBLE", []any{2.5, -1e-05, nil}, ""},
+		{[]string{"2.5", "007", "1"}, "VARCHAR", []any{"2.5", "007", "1"}, "leading_zero"},
 	} {
-		path := filepath.Join(dir, "rel_"+tc.idType+".parquet")
+		path := filepath.Join(dir, "rel_"+tc.idType+tc.name+".parquet")
 		s, err := Create(path, []Column{{Name: "id", Kind: KindScalar}, {Name: "z", Kind: KindVector, Width: 2}, {Name: "it's y", Kind: KindInt}})
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +188,7 @@ func TestParquetRoundTrip(t *testing.T) {
 		}
 		db.Close()
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+	if ents, _ := os.ReadDir(dir); len(ents) != 5 {
 		t.Errorf("%d files left in %s", len(ents), dir)
 	}
 	// No releases metadata: an error that names the key.
