@@ -118,3 +118,38 @@ func TestReleaseExpressionTimingIsNoOracle(t *testing.T) {
 		t.Errorf("refused statements evaluated %d expressions (%d late)", evaluated-evaluated0, late-late0)
 	}
 }
+
+// An analyst's CREATE TABLE … AS SELECT of PRIVATE_ACCURACY: its expression is evaluated in time slots
+// (after the pre-check), the table and the charges commit together, and the same statement over budget
+// is refused with no table, no charge and nothing evaluated.
+func TestAnalystCreateSelectOfPrivateAccuracy(t *testing.T) {
+	l := newLedgerEngine(t, "")
+	l.fillT("t", 50)
+	l.q("CALL ldp_set_budget('t', 1, 'charge')")
+	l.createAnalyst("analyst")
+	l.q("CREATE DATABASE scratch")
+	l.q("GRANT SELECT, INSERT, CREATE, DROP, ALTER, EXECUTE ON scratch.* TO analyst@'%'")
+	evaluated0, late0 := udf.SlotStats()
+	if _, err := l.as("analyst", "CREATE TABLE scratch.acc AS SELECT PRIVATE_ACCURACY(y = 1 AND z > 10, 0.6) AS a FROM t"); err != nil {
+		t.Fatal(err)
+	}
+	evaluated, late := udf.SlotStats()
+	if n := (evaluated - evaluated0) + (late - late0); n != 50 {
+		t.Errorf("%d rows went through slots, want 50", n)
+	}
+	if rows := l.q("SELECT a FROM scratch.acc"); len(rows) != 1 || rows[0][0] == nil {
+		t.Fatalf("scratch.acc holds %v", rows)
+	}
+	l.allSpent("t", 50, 0.6)
+	evaluated0, late0 = udf.SlotStats()
+	if _, err := l.as("analyst", "CREATE TABLE scratch.acc2 AS SELECT PRIVATE_ACCURACY(y = 0, 0.6) AS a FROM t"); err == nil || !strings.Contains(err.Error(), "budget exceeded") {
+		t.Fatalf("an over-budget CTAS: %v", err)
+	}
+	if evaluated, late := udf.SlotStats(); evaluated != evaluated0 || late != late0 {
+		t.Errorf("the refused CTAS evaluated %d expressions", evaluated-evaluated0+late-late0)
+	}
+	if _, err := l.as("root", "SELECT count(*) FROM scratch.acc2"); err == nil {
+		t.Fatal("the over-budget CTAS left its table")
+	}
+	l.allSpent("t", 50, 0.6)
+}
