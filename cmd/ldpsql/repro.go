@@ -785,11 +785,11 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 		fmt.Fprintf(&b, "Thesis %s (`ldpsql repro %s`). %s\n\n", cfg.exp.table, cfg.exp.name, cfg.exp.protocol)
 	}
 	fmt.Fprintf(&b, "Thesis Table 4.1 protocol: D1 = %d unlabelled images train the mechanisms; D2 = %d images privatised at total ε with λ = %g "+
-		"(ε_x = λε features, ε_y = (1−λ)ε label by k-RR, K = 10), split 9:1 for classifier training/validation; %d clean test images. "+
+		"(ε_x = λε features, ε_y = (1−λ)ε label by k-RR, K = %d), split 9:1 for classifier training/validation; %d clean test images. "+
 		"VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs) and PCA d = 8 (same l) with the Laplace randomiser and the "+
 		"prior-marginalised classifier (Eq 4.11); Laplace (ε_x/784 per pixel) and Duchi on the raw pixels with the forward-corrected "+
 		"classifier (Eq 4.12). %s%s. Wall time %s.\n\n",
-		cfg.nAux, cfg.nPriv, cfg.lambda, cfg.nTest, int(cfg.vlmEpochs), note, map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick],
+		cfg.nAux, cfg.nPriv, cfg.lambda, cfg.exp.classes(), cfg.nTest, int(cfg.vlmEpochs), note, map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick],
 		wall.Round(time.Second))
 	b.WriteString(columnNotes(cfg.mechs, cfg.quick))
 	b.WriteString("| ε |")
