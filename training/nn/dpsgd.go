@@ -21,8 +21,8 @@ type DPSGD struct {
 	Rows, Batch int
 	Clip        float64
 
-	secure  *rand.Rand   // sampling
-	streams []*rand.Rand // noise, one per worker
+	secure  *rand.Rand      // sampling
+	streams []*rand.ChaCha8 // noise, one per worker (addNoise draws from the source directly)
 }
 
 // dpsgdNoiseChunk is the smallest share of a parameter tensor's noise one worker draws.
@@ -54,11 +54,11 @@ func NewDPSGD(target dp.Target, rows, batch, steps int, clip float64, seed *[32]
 		} else if _, err := crand.Read(s[:]); err != nil {
 			return nil, err
 		}
-		r := rand.New(rand.NewChaCha8(s))
+		c := rand.NewChaCha8(s)
 		if i == 0 {
-			d.secure = r
+			d.secure = rand.New(c)
 		} else {
-			d.streams = append(d.streams, r)
+			d.streams = append(d.streams, c)
 		}
 	}
 	return d, nil
@@ -85,10 +85,7 @@ func (d *DPSGD) Privatise(grads [][]float32) {
 	for _, g := range grads {
 		parts := min(len(d.streams), max(1, len(g)/dpsgdNoiseChunk))
 		Parallel(parts, func(w int) {
-			r := d.streams[w]
-			for j := w * len(g) / parts; j < (w+1)*len(g)/parts; j++ {
-				g[j] = (g[j] + float32(noise*r.NormFloat64())) * scale
-			}
+			addNoise(d.streams[w], g[w*len(g)/parts:(w+1)*len(g)/parts], noise, scale)
 		})
 	}
 }

@@ -35,6 +35,19 @@ type bceCache struct {
 	sig32 []float32
 	sig64 []float64
 	valid bool
+	// live, when not nil, says that only the first *live rows are real: the others are padding whose
+	// row sums the loss multiplies by a weight of 0 (trainGraph.live), so the forward op writes 0 for
+	// them and the gradient op, whose upstream gradient there is w_r = 0, writes 0 without evaluating
+	// the exponentials: the same loss and gradients as computing them.
+	live *int
+}
+
+// liveRows is how many leading rows of rows the ops must compute.
+func (c *bceCache) liveRows(rows int) int {
+	if c.live == nil {
+		return rows
+	}
+	return max(0, min(rows, *c.live))
 }
 
 type bceOp struct{ cache *bceCache }
@@ -88,7 +101,9 @@ func (op *bceOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, erro
 		xd, od := x.Data().([]float32), out.Data().([]float32)
 		op.cache.sig32 = grow(op.cache.sig32, len(ad))
 		sig := op.cache.sig32
-		parallelRows(rows, cols, func(r0, r1 int) {
+		live := op.cache.liveRows(rows)
+		clear(od[live:])
+		parallelRows(live, cols, func(r0, r1 int) {
 			for r := r0; r < r1; r++ {
 				var s float64
 				for k := r * cols; k < (r+1)*cols; k++ {
@@ -104,7 +119,9 @@ func (op *bceOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, erro
 		xd, od := x.Data().([]float64), out.Data().([]float64)
 		op.cache.sig64 = grow(op.cache.sig64, len(ad))
 		sig := op.cache.sig64
-		for r := range rows {
+		live := op.cache.liveRows(rows)
+		clear(od[live:])
+		for r := range live {
 			var s float64
 			for k := r * cols; k < (r+1)*cols; k++ {
 				sp, sg := softplusSigmoid(ad[k])
@@ -239,6 +256,7 @@ func (op *bceGradOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, 
 	rows, cols := a.Shape()[0], a.Shape()[1]
 	fresh := op.cache.valid
 	op.cache.valid = false
+	live := op.cache.liveRows(rows)
 	switch ad := a.Data().(type) {
 	case []float32:
 		xd, od := x.Data().([]float32), out.Data().([]float32)
@@ -254,12 +272,13 @@ func (op *bceGradOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, 
 				sig[k] = float32(s)
 			}
 		}
-		for r := range rows {
+		for r := range live {
 			gr := g[r]
 			for k := r * cols; k < (r+1)*cols; k++ {
 				od[k] = (sig[k] - xd[k]) * gr
 			}
 		}
+		clear(od[live*cols:])
 	case []float64:
 		xd, od := x.Data().([]float64), out.Data().([]float64)
 		gv, ok := vals[2].(*tensor.Dense)
@@ -274,11 +293,12 @@ func (op *bceGradOp) UsePreallocDo(prealloc G.Value, vals ...G.Value) (G.Value, 
 				_, sig[k] = softplusSigmoid(v)
 			}
 		}
-		for r := range rows {
+		for r := range live {
 			for k := r * cols; k < (r+1)*cols; k++ {
 				od[k] = (sig[k] - xd[k]) * g[r]
 			}
 		}
+		clear(od[live*cols:])
 	default:
 		return nil, fmt.Errorf("bce grad: dtype %v", a.Dtype())
 	}

@@ -119,9 +119,10 @@ func BenchmarkEpoch45k(b *testing.B) {
 // BenchmarkEpoch45kCDP and BenchmarkEpoch45kFixedScale compare an epoch of CDP training (DP-SGD:
 // Poisson batches of expected size 64, two passes per chunk for the per-example clipping) with the same
 // model trained without it (the fixed training scale CDP needs, ε_pre-training 33). #13's target: the
-// CDP epoch within 2× of the other. Compare them interleaved:
+// CDP epoch within 2× of the other. Compare them interleaved, at least 5 pairs, by cpu-s/epoch on a
+// shared machine (README gives the last measurement):
 //
-//	for i in 1 2 3; do go test -tags openblas -run XXX -bench 'Epoch45k(CDP|FixedScale)' -benchtime 1x ./training/vlm/; done
+//	for i in 1 2 3 4 5; do go test -tags openblas -run XXX -bench 'Epoch45k(CDP|FixedScale)' -benchtime 1x ./training/vlm/; done
 func BenchmarkEpoch45kCDP(b *testing.B) { benchEpoch(b, &CDPTarget{Epsilon: 5}) }
 
 func BenchmarkEpoch45kFixedScale(b *testing.B) { benchEpoch(b, nil) }

@@ -54,6 +54,7 @@ func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, d *nn.DPSGD, gb
 			for i := range xiBuf {
 				xiBuf[i] = float32(nn.StdLaplace(xiNoise))
 			}
+			tg.live = k
 			if err := vm.RunAll(); err != nil {
 				vm.Reset()
 				return 0, err

@@ -88,11 +88,14 @@ func laplaceKL(mu, b, logb *G.Node) (*G.Node, error) {
 // nllRows is the negative log-likelihood of x (B, n) under the decoder
 // output a (B, n), summed over features (shape (B)): Bernoulli
 // Σ softplus(a) − x·a, or Gaussian Σ ½(x − a)², whose constant ½·n·log 2π is
-// returned separately (0 for Bernoulli).
-func nllRows(likelihood string, x, a *G.Node) (rows *G.Node, constant float64, err error) {
+// returned separately (0 for Bernoulli). live, when not nil, is how many leading rows are real
+// (bceCache.live).
+func nllRows(likelihood string, x, a *G.Node, live *int) (rows *G.Node, constant float64, err error) {
 	switch likelihood {
 	case Bernoulli:
-		rows, err = bceRows(a, x)
+		if rows, err = bceRows(a, x); err == nil && live != nil {
+			rows.Op().(*bceOp).cache.live = live
+		}
 		return rows, 0, err
 	case Gaussian:
 		diff, err := G.Sub(x, a)
@@ -129,6 +132,9 @@ type trainGraph struct {
 	cdp            bool
 	probes         []*G.Node // zero inputs added to the pre-activations (graph.DenseProbed)
 	probeBufs      [][]float32
+	// live is how many leading rows of the next run are real: the others are padding of weight 0,
+	// whose Bernoulli likelihood and its gradient (multiplied by w_r = 0) the bce ops skip.
+	live int
 }
 
 // newTrainGraph builds the training graph for batches of bs rows of m's
@@ -223,7 +229,8 @@ func newTrainGraphOf(dt tensor.Dtype, m *Model, bs int) (*trainGraph, error) {
 		}
 		tg.layerIn = append(tg.layerIn, in)
 	}
-	nll, nllConst, err := nllRows(m.cfg.Likelihood, tg.x, a)
+	tg.live = bs
+	nll, nllConst, err := nllRows(m.cfg.Likelihood, tg.x, a, &tg.live)
 	if err != nil {
 		return nil, err
 	}

@@ -131,6 +131,7 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 		for i := range xiBuf {
 			xiBuf[i] = float32(nn.StdLaplace(noise))
 		}
+		tg.live = k
 		loss, segW, segG, err := graph.Run(vm, tg.loss, tg.params)
 		if err != nil {
 			return 0, err
