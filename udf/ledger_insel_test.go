@@ -9,7 +9,8 @@ import (
 // whose write fails after its releases were accepted — a duplicate key within the statement or with a
 // stored row, a NOT NULL column, a value the column cannot hold — leaves neither rows nor charges, one
 // over its budget fails before writing anything, and the same statement with its cause fixed charges
-// exactly its rows' releases once. REPLACE … SELECT and INSERT IGNORE … SELECT take the same path.
+// exactly its rows' releases once. REPLACE … SELECT, INSERT IGNORE … SELECT and INSERT … SELECT … ON
+// DUPLICATE KEY UPDATE take the same path.
 func TestLedgerInsertSelectChargesWithItsRows(t *testing.T) {
 	l := newLedgerEngine(t, "")
 	l.fillT("t", 20)
@@ -75,19 +76,23 @@ func TestLedgerInsertSelectChargesWithItsRows(t *testing.T) {
 	// REPLACE … SELECT and INSERT IGNORE … SELECT: the same.
 	l.q("REPLACE INTO d SELECT id, FLIP_LABEL(y, 0.125, 2) FROM t")
 	exact(40)
+	l.q("INSERT INTO d SELECT id, FLIP_LABEL(y, 0.03125, 2) FROM t ON DUPLICATE KEY UPDATE r = 1 - r")
+	exact(60)
+	fails("INSERT INTO d SELECT id, NULLIF(FLIP_LABEL(y, 0.03125, 2), FLIP_LABEL(y, 0.03125, 2)) FROM t ON DUPLICATE KEY UPDATE r = 1 - r", "null")
+	exact(60)
 	l.q("CREATE TABLE e (k INT PRIMARY KEY, r INT NOT NULL)")
 	fails("REPLACE INTO e SELECT id, CONCAT('x', FLIP_LABEL(y, 0.0625, 2)) FROM t", "")
-	exact(40)
+	exact(60)
 	l.q("INSERT IGNORE INTO e SELECT id % 10, FLIP_LABEL(y, 0.0625, 2) FROM t")
 	if n := l.count("SELECT count(*) FROM ldpsql.e"); n != 10 {
 		t.Fatalf("INSERT IGNORE … SELECT wrote %d rows, want 10", n)
 	}
-	exact(60)
+	exact(80)
 
-	// Over budget (0.4375 spent of 1): refused before anything is written, nothing charged.
+	// Over budget (0.46875 spent of 1): refused before anything is written, nothing charged.
 	fails("INSERT INTO d SELECT id + 100, FLIP_LABEL(y, 0.9, 2) FROM t", "budget exceeded")
 	if n := rows(); n != 20 {
 		t.Fatalf("the over-budget INSERT … SELECT left d with %d rows, want 20", n)
 	}
-	exact(60)
+	exact(80)
 }
