@@ -123,7 +123,7 @@ func (n *atomicCreateSelect) BuildRowIter(ctx *sql.Context, b sql.NodeExecBuilde
 		undo()
 		return nil, err
 	}
-	return &undoOnError{RowIter: iter, undo: undo, finish: finish, sc: sc, ledger: n.ledger(ctx)}, nil
+	return &undoOnError{RowIter: iter, undo: undo, finish: finish, sc: sc, ledger: statementLedger(ctx)}, nil
 }
 
 // unfinishedCreateKey is the settings key that marks table t as created by a CREATE TABLE … AS SELECT
@@ -204,16 +204,17 @@ func dropUnfinishedCreates(db *gosql.DB) ([]TableRef, error) {
 	return dropped, nil
 }
 
-// ledger is the ledger of the engine the statement runs in.
-func (n *atomicCreateSelect) ledger(ctx *sql.Context) *Ledger {
+// statementLedger is the ledger of the engine the statement runs in.
+func statementLedger(ctx *sql.Context) *Ledger {
 	if s, ok := ctx.Session.(*Session); ok && s.p != nil {
 		return s.p.ledger
 	}
 	return nil
 }
 
-// undoOnError passes its iterator's rows on and calls undo when it fails. Charges deferred to the
-// statement's rows that no row took (a SELECT whose releases produced no row) are charged at its end.
+// undoOnError passes its iterator's rows on and calls undo (if any) when it fails, finish (if any) when
+// it ends. Charges deferred to the statement's rows that no row took (a SELECT whose releases produced
+// no row) are charged at its end.
 type undoOnError struct {
 	sql.RowIter
 	undo, finish func()
@@ -233,10 +234,14 @@ func (u *undoOnError) Next(ctx *sql.Context) (sql.Row, error) {
 		}
 	}
 	if err != nil && err != io.EOF {
-		u.undo()
+		if u.undo != nil {
+			u.undo()
+		}
 		return nil, err
 	}
-	u.finish() // its rows have committed, or it wrote none
+	if u.finish != nil {
+		u.finish() // its rows have committed, or it wrote none
+	}
 	return row, err
 }
 

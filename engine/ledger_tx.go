@@ -10,19 +10,24 @@ import (
 	"sync"
 
 	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/plan"
+	"github.com/dolthub/go-mysql-server/sql/transform"
+	"github.com/dolthub/go-mysql-server/sql/types"
 )
 
 // Charges that commit with the write they paid for.
 //
-// A statement that writes its releases into a table — CREATE TABLE … AS SELECT, and ldp_privatize's
-// destination — must not leave a charge without its rows, nor rows without their charge: the charge
+// A statement that writes its releases into a table — CREATE TABLE … AS SELECT, INSERT … SELECT (with
+// REPLACE, IGNORE or ON DUPLICATE KEY UPDATE too), and ldp_privatize's destination — must not leave a charge without its rows, nor rows without their charge: the charge
 // and the write commit in one DuckDB transaction, or neither does. Such a statement runs with a
 // statementCharges in its context (withStatementCharges). The ledger gate hands the statement's charges
 // to it (Ledger.Defer) instead of charging them at once, after checking them against the budgets
 // (Ledger.Check, so that a statement over its budget still fails before anything is written). The
 // write that publishes the rows then takes them (takeCharges) and commits them in its own transaction
 // on the ledger's connection (chargedTx), under the ledger's lock:
-//   - a CREATE TABLE … AS SELECT's table editor: its rows and their charges (table_editor.go);
+//   - the table editor of a CREATE TABLE … AS SELECT (atomicCreateSelect, ctas.go) or of an INSERT …
+//     SELECT whose source releases protected data (chargedInsert, below): its rows and their charges
+//     (table_editor.go);
 //   - the RENAME TABLE with which ldp_privatize names its destination: the rename and the charges for
 //     every row of it (database.go); the rows were committed before into the temporary table, which
 //     nothing can read (stagingTable).
@@ -31,6 +36,11 @@ import (
 // snapshot and its commit: the UPDATE of the units' spending cannot conflict, and the budgets it checks
 // are the ones it writes against. A crash or a failure before its COMMIT leaves neither the rows nor the
 // charges; after it, both.
+
+// Inside a client's transaction (autocommit off) the editor writes on the session's connection, whose
+// rows commit with the client's COMMIT: it charges the statement's releases at its first write instead
+// (Ledger.Charge, its own transaction, as a SELECT's releases in the transaction are charged), and
+// they stay charged whatever becomes of the transaction.
 
 // statementCharges is what a statement's releases charge, held until the write that commits them.
 type statementCharges struct {
@@ -259,4 +269,83 @@ func stagingTable(name string) bool {
 
 func errStaging(name string) error {
 	return fmt.Errorf("table %s is the temporary destination of an ldp_privatize: it cannot be read (its releases are charged when it is named)", name)
+}
+
+// ChargeWithRows wraps an INSERT … SELECT (REPLACE, INSERT IGNORE, ON DUPLICATE KEY UPDATE) whose source
+// releases protected data, below the ledger's gate, so that the statement's rows commit with their
+// charges (the top of this file): the gate checks the charges and defers them to the table editor.
+// Where the destination is not one of the engine's tables, it charges them at once, as before.
+func ChargeWithRows(ins *plan.InsertInto) sql.Node {
+	return &chargedInsert{UnaryNode: plan.UnaryNode{Child: ins}}
+}
+
+// chargedInsert runs its child, an INSERT … SELECT, as a statement whose writes commit with its charges.
+type chargedInsert struct {
+	plan.UnaryNode
+}
+
+var _ sql.ExecBuilderNode = (*chargedInsert)(nil)
+
+func (n *chargedInsert) IsReadOnly() bool { return false }
+
+// Schema implements sql.Node: the INSERT's, which GMS's server reads from the node itself only for a
+// bare InsertInto (an OK packet, not a result set).
+func (n *chargedInsert) Schema(ctx *sql.Context) sql.Schema {
+	if ins, ok := n.Child.(*plan.InsertInto); ok && ins.Returning == nil {
+		return types.OkResultSchema
+	}
+	return n.Child.Schema(ctx)
+}
+
+func (n *chargedInsert) String() string {
+	tp := sql.NewTreePrinter()
+	_ = tp.WriteNode("ChargeWithRows")
+	_ = tp.WriteChildren(n.Child.String())
+	return tp.String()
+}
+
+func (n *chargedInsert) WithChildren(_ *sql.Context, children ...sql.Node) (sql.Node, error) {
+	if len(children) != 1 {
+		return nil, sql.ErrInvalidChildrenNumber.New(n, len(children), 1)
+	}
+	nn := *n
+	nn.Child = children[0]
+	return &nn, nil
+}
+
+// BuildRowIter implements sql.ExecBuilderNode.
+func (n *chargedInsert) BuildRowIter(ctx *sql.Context, b sql.NodeExecBuilder, r sql.Row) (sql.RowIter, error) {
+	ins, ok := n.Child.(*plan.InsertInto)
+	if !ok || !writesEngineTable(ctx, ins.Destination) {
+		return b.Build(ctx, n.Child, r)
+	}
+	bctx, sc := withStatementCharges(ctx)
+	iter, err := b.Build(bctx, ins, r)
+	if err != nil {
+		return nil, err
+	}
+	return &undoOnError{RowIter: iter, sc: sc, ledger: statementLedger(ctx)}, nil
+}
+
+// writesEngineTable says whether dst, an INSERT's destination, is one of the engine's tables, whose
+// editor commits the statement's charges with its rows.
+func writesEngineTable(ctx *sql.Context, dst sql.Node) bool {
+	var t sql.Table
+	transform.Inspect(dst, func(n sql.Node) bool {
+		if rt, ok := n.(*plan.ResolvedTable); ok && t == nil {
+			t = rt.Table
+		}
+		return t == nil
+	})
+	for t != nil {
+		switch tt := t.(type) {
+		case *Table, *upsertTable:
+			return true
+		case sql.TableWrapper:
+			t = tt.Underlying()
+		default:
+			return false
+		}
+	}
+	return false
 }

@@ -325,22 +325,16 @@ func (it *rowIter) Next(ctx *sql.Context) (sql.Row, error) {
 func (it *rowIter) Close(*sql.Context) error { return it.rows.Close() }
 
 // Inserter implements sql.InsertableTable.
-func (t *Table) Inserter(ctx *sql.Context) sql.RowInserter {
-	e := newTableEditor(t)
-	if ctx != nil && statementChargesFrom(ctx) != nil {
-		e.stmt = ctx.Context // a CREATE TABLE … AS SELECT: its rows commit with their charges
-	}
-	return e
-}
+func (t *Table) Inserter(ctx *sql.Context) sql.RowInserter { return newStatementEditor(ctx, t) }
 
 // Updater implements sql.UpdatableTable.
-func (t *Table) Updater(*sql.Context) sql.RowUpdater { return newTableEditor(t) }
+func (t *Table) Updater(ctx *sql.Context) sql.RowUpdater { return newStatementEditor(ctx, t) }
 
 // Deleter implements sql.DeletableTable.
 func (t *Table) Deleter(*sql.Context) sql.RowDeleter { return newTableEditor(t) }
 
 // Replacer implements sql.ReplaceableTable.
-func (t *Table) Replacer(*sql.Context) sql.RowReplacer { return newTableEditor(t) }
+func (t *Table) Replacer(ctx *sql.Context) sql.RowReplacer { return newStatementEditor(ctx, t) }
 
 // Truncate implements sql.TruncateableTable.
 func (t *Table) Truncate(ctx *sql.Context) (int, error) {

@@ -25,9 +25,10 @@ type tableEditor struct {
 	t *Table
 
 	session *Session // non-nil: conn is the session's transaction, not the editor's own
-	// stmt is the CREATE TABLE … AS SELECT context the editor was made in (nil otherwise), whose
-	// deferred charges it takes at its first write (ledger_tx.go); charged, when it took any in
-	// autocommit, is the transaction on the ledger's connection its rows and their charges commit in.
+	// stmt is the context of the CREATE TABLE … AS SELECT or INSERT … SELECT of releases the editor
+	// was made in (nil otherwise), whose deferred charges it takes at its first write (ledger_tx.go);
+	// charged, when it took any in autocommit, is the transaction on the ledger's connection its rows
+	// and their charges commit in.
 	stmt      context.Context
 	charged   *chargedTx
 	chargedBy string
@@ -59,6 +60,16 @@ func newTableEditor(t *Table) *tableEditor {
 	return e
 }
 
+// newStatementEditor is newTableEditor for a statement run under ctx: in a statement whose writes commit
+// with its charges (withStatementCharges), the editor takes them at its first write.
+func newStatementEditor(ctx *sql.Context, t *Table) *tableEditor {
+	e := newTableEditor(t)
+	if ctx != nil && statementChargesFrom(ctx) != nil {
+		e.stmt = ctx.Context
+	}
+	return e
+}
+
 // begin opens the statement's DuckDB transaction on a dedicated connection, once.
 func (e *tableEditor) begin(ctx *sql.Context) error {
 	if e.conn != nil {
@@ -79,7 +90,8 @@ func (e *tableEditor) begin(ctx *sql.Context) error {
 	if conn != nil {
 		if len(charges) > 0 {
 			// Inside a transaction (autocommit off) the rows commit with it, later: the charges are
-			// made now, as a release read by a SELECT of the transaction would be.
+			// made now, as a release read by a SELECT of the transaction would be, and stay charged
+			// whether the transaction commits or not (ledger_tx.go).
 			if err := e.t.db.p.ledger.Charge(ctx, by, charges); err != nil {
 				return err
 			}

@@ -72,8 +72,8 @@ import (
 //
 // The privacy ledger (ledger.go) charges a release on its own connection, in its own transaction, when
 // the release is made: ROLLBACK never refunds it, because the noisy values have been seen. (A CREATE
-// TABLE … AS SELECT in autocommit and ldp_privatize commit their charges with what they write instead:
-// ledger_tx.go.)
+// TABLE … AS SELECT or INSERT … SELECT in autocommit, and ldp_privatize, commit their charges with what
+// they write instead; inside a transaction an INSERT … SELECT charges at its first write: ledger_tx.go.)
 
 // Session is ldpsql's sql.Session: GMS's BaseSession with the DuckDB transaction it has open.
 type Session struct {

@@ -60,22 +60,22 @@ type upsertTable struct {
 	ed *tableEditor
 }
 
-func (u *upsertTable) editor() *tableEditor {
+func (u *upsertTable) editor(ctx *sql.Context) *tableEditor {
 	if u.ed == nil {
-		u.ed = newTableEditor(u.Table)
+		u.ed = newStatementEditor(ctx, u.Table)
 		u.ed.checkKeys = true
 	}
 	return u.ed
 }
 
 // Inserter implements sql.InsertableTable.
-func (u *upsertTable) Inserter(*sql.Context) sql.RowInserter { return u.editor() }
+func (u *upsertTable) Inserter(ctx *sql.Context) sql.RowInserter { return u.editor(ctx) }
 
 // Updater implements sql.UpdatableTable.
-func (u *upsertTable) Updater(*sql.Context) sql.RowUpdater { return u.editor() }
+func (u *upsertTable) Updater(ctx *sql.Context) sql.RowUpdater { return u.editor(ctx) }
 
 // Replacer implements sql.ReplaceableTable.
-func (u *upsertTable) Replacer(*sql.Context) sql.RowReplacer { return u.editor() }
+func (u *upsertTable) Replacer(ctx *sql.Context) sql.RowReplacer { return u.editor(ctx) }
 
 // insertChecked is Insert in checking mode: the row whose key is taken is returned in a
 // sql.UniqueKeyError, as GMS's upserts expect; a new row is inserted at once.

@@ -40,7 +40,9 @@ import (
 //     latest when the aggregation evaluates them, which is below the gate, before their rows reach it),
 //     all collecting their charges; then the gate charges them all in one ledger transaction, and only
 //     then hands the rows out. A statement that would take any unit over its budget fails with the
-//     ledger's error and returns nothing.
+//     ledger's error and returns nothing. Under INSERT … SELECT and CREATE TABLE … AS SELECT the gate
+//     only checks the charges against the budgets and hands them to the write, which commits them
+//     with its rows (engine/ledger_tx.go).
 //  3. In 'memoise' mode a release asked for again is looked up first, in the statement's own releases
 //     and then in ldp_releases; a hit is returned as it was and charged nothing. The memo key names
 //     what is released, never its value (engine.ReleaseDigest): the unit, the released column(s) by
@@ -1066,7 +1068,8 @@ func (c *collector) commit(ctx context.Context) error {
 }
 
 // commitOrDefer is commit, unless the statement's rows commit with their charges (a CREATE TABLE … AS
-// SELECT: engine/ledger_tx.go), whose write then takes them; they are checked against the budgets now.
+// SELECT or INSERT … SELECT: engine/ledger_tx.go), whose write then takes them; they are checked
+// against the budgets now.
 func (c *collector) commitOrDefer(ctx context.Context, stmt context.Context) error {
 	c.mu.Lock()
 	charges := c.charges
@@ -1337,14 +1340,25 @@ func unpackFloat64s(b []byte, dim int) ([]float64, error) {
 // ledgerGateRule puts a ledgerGate above the part of the statement that releases protected data.
 func ledgerGateRule(ctx *sql.Context, a *analyzer.Analyzer, n sql.Node, scope *plan.Scope, sel analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
 	l := ledgerOf(a)
-	if l == nil || scope.RecursionDepth() > 0 || !assignsExecIndexes(sel) || !l.AnyProtected() || !containsRelease(ctx, n) || containsGate(ctx, n) {
+	if l == nil || scope.RecursionDepth() > 0 || !assignsExecIndexes(sel) || !l.AnyProtected() || !containsRelease(ctx, n) {
+		return n, transform.SameTree, nil
+	}
+	if containsGate(ctx, n) {
+		if ins, ok := n.(*plan.InsertInto); ok {
+			// An INSERT's source is analysed on its own first, and has its gate already: the rows
+			// commit with their charges (engine.ChargeWithRows), which the gate checks and defers to
+			// the destination's editor.
+			return engine.ChargeWithRows(ins), transform.NewTree, nil
+		}
 		return n, transform.SameTree, nil
 	}
 	switch root := n.(type) {
 	case *plan.CreateView:
 		return n, transform.SameTree, nil // nothing runs: the view's query is planned again where it is used
 	case *plan.InsertInto:
-		return root.WithSource(&ledgerGate{UnaryNode: plan.UnaryNode{Child: root.Source}, ledger: l}), transform.NewTree, nil
+		// The rows commit with their charges (engine.ChargeWithRows): the gate checks them and defers
+		// them to the destination's editor.
+		return engine.ChargeWithRows(root.WithSource(&ledgerGate{UnaryNode: plan.UnaryNode{Child: root.Source}, ledger: l})), transform.NewTree, nil
 	case *plan.Into:
 		nn, err := root.WithChildren(ctx, &ledgerGate{UnaryNode: plan.UnaryNode{Child: root.Child}, ledger: l})
 		return nn, transform.NewTree, err
