@@ -21,7 +21,7 @@ type Meta struct {
 	SHA256     string    `json:"mechanism_sha256"` // of the .ldpm file
 	ModelSHA   string    `json:"model_sha256"`     // of the encoder's model in it, which the server holds too
 	Randomiser string    `json:"randomiser"`
-	ReleasedAt time.Time `json:"released_at"`
+	ReleasedAt time.Time `json:"released_at,omitzero"` // left out where unknown (a table ldp_export writes)
 	Rows       int       `json:"rows"`
 }
 

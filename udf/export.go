@@ -14,6 +14,7 @@ import (
 	"github.com/dolthub/go-mysql-server/sql/types"
 	"github.com/dolthub/vitess/go/mysql"
 
+	"github.com/ldpsql/ldpsql/client"
 	"github.com/ldpsql/ldpsql/engine"
 )
 
@@ -34,22 +35,11 @@ var exportSchema = sql.Schema{
 	{Name: "metadata", Type: types.LongText},
 }
 
-// ExportReleaseMetadata is the release metadata ldp_export writes: the keys of `ldpsql privatize`'s
-// (cmd/ldpsql/release_meta.go), which import-releases requires, and a few that say where the rows came
-// from.
+// ExportReleaseMetadata is the release metadata ldp_export writes: client.Meta (the keys `ldpsql
+// privatize` and the Beam transform write, which import-releases requires) and a few that say where the
+// rows came from (import-releases ignores them).
 type ExportReleaseMetadata struct {
-	Eps        float64 `json:"eps"`
-	EpsX       float64 `json:"eps_x"`
-	EpsY       float64 `json:"eps_y"`
-	K          int     `json:"k"`
-	Label      string  `json:"label"`
-	Lambda     float64 `json:"lambda"`
-	Mechanism  string  `json:"mechanism"`
-	SHA256     string  `json:"mechanism_sha256"`
-	ModelSHA   string  `json:"model_sha256"`
-	Randomiser string  `json:"randomiser"`
-	Rows       int64   `json:"rows"`
-	// Beyond privatize's keys (import-releases ignores them).
+	client.Meta
 	Table      string    `json:"table"`
 	Source     string    `json:"source"`
 	OutputDim  int       `json:"output_dim"`
@@ -106,7 +96,7 @@ func (p *procedures) export(ctx *sql.Context, table, path, format string) (sql.R
 		}
 		x.Vector, x.VectorAs, x.VectorDim = pm.FeaturesCol, "z", pm.OutputDim
 		x.Metadata = func(rows int64) ([]byte, error) {
-			meta.Rows = rows
+			meta.Rows = int(rows)
 			return json.MarshalIndent(meta, "", "  ")
 		}
 	}
@@ -169,7 +159,7 @@ func ParsePrivatizeComment(comment string) *PrivatizeMetadata {
 // NewExportReleaseMetadata is the release metadata of rows rows of table (db.name), released as pm says.
 // The digests are pm's, which the caller fills in for a table that predates them.
 func NewExportReleaseMetadata(pm *PrivatizeMetadata, table string, rows int64) ExportReleaseMetadata {
-	return ExportReleaseMetadata{Eps: pm.Epsilon, EpsX: pm.EpsX, EpsY: pm.EpsY, K: pm.K, Label: pm.LabelCol, Lambda: pm.Lambda,
-		Mechanism: pm.Mechanism, SHA256: pm.MechanismSHA256, ModelSHA: pm.ModelSHA256, Randomiser: pm.Randomiser, Rows: rows,
+	return ExportReleaseMetadata{Meta: client.Meta{Eps: pm.Epsilon, EpsX: pm.EpsX, EpsY: pm.EpsY, K: pm.K, Label: pm.LabelCol, Lambda: pm.Lambda,
+		Mechanism: pm.Mechanism, SHA256: pm.MechanismSHA256, ModelSHA: pm.ModelSHA256, Randomiser: pm.Randomiser, Rows: int(rows)},
 		Table: table, Source: pm.Source, OutputDim: pm.OutputDim, OutputSet: pm.OutputSet, ExportedAt: time.Now().UTC().Truncate(time.Second)}
 }
