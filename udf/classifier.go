@@ -495,6 +495,7 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 		art.Kind = "mlp"
 		st := m.Stats()
 		tp.TrainingStats = &st
+		warnUninformative(report, st)
 		if art.Model, err = m.MarshalBinary(); err != nil {
 			return err
 		}
@@ -508,6 +509,7 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 		art.Kind = "mlp"
 		st := m.Stats()
 		tp.TrainingStats = &st
+		warnUninformative(report, st)
 		if art.Model, err = m.MarshalBinary(); err != nil {
 			return err
 		}
@@ -893,4 +895,12 @@ func toFloat64Value(v any) (float64, error) {
 		return float64(x), nil
 	}
 	return 0, fmt.Errorf("unexpected PRIVATE_ACCURACY value %v (%T)", v, v)
+}
+
+// warnUninformative records in the job (ldp_jobs.warning) that a classifier learnt nothing its
+// validation split shows; the model is still stored, and its training_stats say so too.
+func warnUninformative(report func(engine.JobProgress), st classifier.TrainStats) {
+	if st.Warning != "" {
+		report(engine.JobProgress{Warning: st.Warning})
+	}
 }

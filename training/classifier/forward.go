@@ -108,6 +108,8 @@ func newForwardTrainer(nt *net, std nn.Standardiser, train, val ForwardData, bat
 
 func (t *forwardTrainer) rows() int { return len(t.x) }
 
+func (t *forwardTrainer) trainLabels() ([]int, []float64, int) { return t.lab, t.r, t.k }
+
 // workersFor picks the goroutine count for blocks of this network: 1 when a
 // block is too little work to pay for a goroutine.
 func (t *forwardTrainer) workersFor(nt *net, blocks int) int {
