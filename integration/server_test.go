@@ -364,3 +364,21 @@ func TestMySQLCommandLinePreparedStatements(t *testing.T) {
 		t.Fatalf("prepared statements through the mysql client (err %v):\n%s", err, out)
 	}
 }
+
+// ledgerTotals is how many releases of table the ledger holds and the ε they charged in all.
+func ledgerTotals(t testing.TB, root *sql.DB, table string) (releases int64, spent float64) {
+	t.Helper()
+	var sp sql.NullFloat64
+	if err := root.QueryRow("SELECT COUNT(*), SUM(eps) FROM ldpsql_catalog.ldp_releases WHERE table_name = ?", table).Scan(&releases, &sp); err != nil {
+		t.Fatal(err)
+	}
+	return releases, sp.Float64
+}
+
+// execFails fails the test unless running q on db fails with an error whose text holds want (any case).
+func execFails(t testing.TB, db *sql.DB, q, want string) {
+	t.Helper()
+	if _, err := db.Exec(q); err == nil || !strings.Contains(strings.ToLower(err.Error()), want) {
+		t.Fatalf("%s: %v, want an error with %q", q, err, want)
+	}
+}

@@ -1038,7 +1038,7 @@ type collector struct {
 
 	mu      sync.Mutex
 	charges []engine.Charge
-	memo    map[memoID][]byte              // releases this statement made in memoise mode, reused within it
+	memo    map[memoID][]byte              // releases this statement made or found recorded in memoise mode, reused within it
 	queues  map[*ledgerAggregate]*aggQueue // the aggregates' releases not yet made (ledger_agg.go)
 }
 
@@ -1124,9 +1124,14 @@ func (c *collector) lookup(ctx context.Context, b engine.Budget, units, digests 
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for k, key := range ask {
 		if rel, ok := found[key]; ok {
 			hits[askAt[k]] = rel
+			// Kept for the statement: the analyst aggregates look their releases up twice, to check the
+			// budget before evaluating anything and to release (ledger_agg.go), and ask the ledger once.
+			c.memo[memoID{tk, key.Unit, key.Digest}] = rel
 		}
 	}
 	return hits, nil

@@ -2,6 +2,7 @@ package udf
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,22 +82,9 @@ func releaseSlot(ctx *sql.Context) time.Duration {
 	if err != nil {
 		return defaultSlot
 	}
-	var us int64
-	switch x := v.(type) {
-	case int64:
-		us = x
-	case int:
-		us = int64(x)
-	case uint64:
-		us = int64(x)
-	case int32:
-		us = int64(x)
-	case int8:
-		us = int64(x)
-	default:
-		if _, err := fmt.Sscan(fmt.Sprint(v), &us); err != nil {
-			return defaultSlot
-		}
+	us, err := strconv.ParseInt(fmt.Sprint(v), 10, 64) // an int64 from GMS's integer system variable
+	if err != nil {
+		return defaultSlot
 	}
 	if us < 10 {
 		us = 10

@@ -170,10 +170,6 @@ func columnNotes(mechs []string, quick bool) string {
 // etaSplit returns how many of the n training images are an η column's D1.
 func etaSplit(eta float64, n int) int { return int(math.Round(eta * float64(n))) }
 
-func (c reproColumn) String() string {
-	return fmt.Sprintf("%s+%s (%s)", c.encoder, c.randomiser, c.objective)
-}
-
 // reproAllCmd runs every experiment of the data-collection protocol, one after another, each into
 // its own directory under --out, and writes an index (README.md) of what ran and where.
 func reproAllCmd(args []string, stdout, stderr io.Writer) error {
