@@ -58,7 +58,7 @@ func (f *LDPAccuracyBound) Eval(ctx *sql.Context, row sql.Row) (any, error) {
 // on every row.
 //
 // On a protected table every bit is a release charged to its row's unit through the ledger
-// (ledger_agg.go): correct may be any expression of the row (typically PREDICT('model', f) = y), even
+// (package boundary): correct may be any expression of the row (typically PREDICT('model', f) = y), even
 // for an analyst, because only its released bit leaves the row; a NULL or invalid bit is released as a
 // uniformly drawn one rather than skipped; a DBA may name the unit with unit_key (ignored elsewhere).
 type PrivateAccuracy struct {
@@ -68,7 +68,7 @@ type PrivateAccuracy struct {
 // NewPrivateAccuracy builds PRIVATE_ACCURACY(correct, eps [, unit_key]).
 func NewPrivateAccuracy(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	f := &PrivateAccuracy{RRFrequency{scalar: scalar{name: "private_accuracy", args: args}}}
-	if len(args) == 3 { // the unit key is for the ledger (ledger_agg.go)
+	if len(args) == 3 { // the unit key is for the ledger (package boundary)
 		return f, nil
 	}
 	return f, f.checkArity(2)

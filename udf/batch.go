@@ -11,6 +11,8 @@ import (
 	"github.com/dolthub/go-mysql-server/sql/expression"
 	"github.com/dolthub/go-mysql-server/sql/plan"
 	"github.com/dolthub/go-mysql-server/sql/transform"
+
+	"github.com/ldpsql/ldpsql/udf/boundary"
 )
 
 // Batching. A function whose cost is dominated by a fixed per-call price (an RPC to an encoder plugin)
@@ -79,7 +81,7 @@ func fullAnalysis(_ *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scop
 // fix-up, so the rule runs only on the outermost query, where it rewrites subqueries in FROM as well.
 func BatchRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, scope *plan.Scope, sel analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
 	// The same holds for an analysis that leaves exec indexes to an enclosing one (a UNION's branches).
-	if scope.RecursionDepth() > 0 || !assignsExecIndexes(sel) {
+	if scope.RecursionDepth() > 0 || !boundary.AssignsExecIndexes(sel) {
 		return n, transform.SameTree, nil
 	}
 	return transform.NodeWithOpaque(ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
@@ -234,7 +236,7 @@ func (it *batchIter) start(ctx *sql.Context) {
 	// the ledger evaluate one batch at a time: their memoised releases must be looked up and recorded
 	// in order.
 	parallel := evalParallelism
-	if collectorFrom(ctx) != nil {
+	if boundary.InGate(ctx) {
 		parallel = 1
 	}
 	futures := make(chan chan batchResult, parallel-1)

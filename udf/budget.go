@@ -10,6 +10,7 @@ import (
 
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/udf/boundary"
 )
 
 // The ledger's procedures: CALL ldp_set_budget (DBA only), and ldp_privatize on a protected source.
@@ -85,7 +86,7 @@ func (p *procedures) setBudget(ctx *sql.Context, table string, eps float64, mode
 	}
 	if mode == engine.BudgetMemoise && len(schema.PkOrdinals) == 0 {
 		// A memoised release is keyed by the row it reads; without a primary key the ledger cannot tell
-		// a unit's rows apart (their values must not be the key: see collector.releaseKeyed).
+		// a unit's rows apart (their values must not be the key: see boundary.Collector.ReleaseKeyed).
 		return nil, fmt.Errorf("%s: table %s has no primary key, so the ledger cannot tell its rows apart and cannot memoise their releases: "+
 			"use 'charge' mode, e.g. CALL %s('%s', %g, 'charge', '%s')", fn, ref, fn, table, eps, strings.Join(units, ", "))
 	}
@@ -106,7 +107,7 @@ func (p *procedures) setBudget(ctx *sql.Context, table string, eps float64, mode
 // are invalid ones (the error would quote them).
 func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.Budget, srcDB, srcName string, selectCols []string, nKeys int,
 	withLabel bool, mech *resolvedMechanism, randomiser string, epsX float64, krr *mechanisms.KRR, dstDB, tmpName string, charges *[]engine.Charge) (int64, error) {
-	dba := isDBA(ctx, p.e.GMS.Analyzer)
+	dba := boundary.IsDBA(ctx, p.e.GMS.Analyzer)
 	isUnit := map[string]bool{}
 	for _, u := range b.UnitColumns {
 		isUnit[strings.ToLower(u)] = true
@@ -118,12 +119,12 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 	for i, k := range selectCols[:nKeys] {
 		pk[i] = unquoteCol(k)
 	}
-	byRow := !unitIsRow(b.UnitColumns, pk)
-	featuresWhat, labelWhat := releaseWhat{}, releaseWhat{}
+	byRow := !boundary.UnitIsRow(b.UnitColumns, pk)
+	featuresWhat, labelWhat := boundary.What{}, boundary.What{}
 	if nKeys > 0 {
-		featuresWhat.source = columnsSource(columnCanon(unquoteCol(selectCols[nKeys])))
+		featuresWhat.Source = boundary.ColumnSource(unquoteCol(selectCols[nKeys]))
 		if withLabel {
-			labelWhat.source = columnsSource(columnCanon(unquoteCol(selectCols[nKeys+1])))
+			labelWhat.Source = boundary.ColumnSource(unquoteCol(selectCols[nKeys+1]))
 		}
 	}
 	if !dba {
@@ -140,7 +141,7 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 		cols = append(cols, quoteCol(u))
 	}
 	// The roles do not apply to this read: what it reads is released through the ledger below.
-	iter, err := p.query(withInternalRead(ctx), fmt.Sprintf("SELECT %s FROM %s.%s", strings.Join(cols, ", "), quoteCol(srcDB), quoteCol(srcName)))
+	iter, err := p.query(boundary.WithInternalRead(ctx), fmt.Sprintf("SELECT %s FROM %s.%s", strings.Join(cols, ", "), quoteCol(srcDB), quoteCol(srcName)))
 	if err != nil {
 		return 0, fmt.Errorf("%s: reading the source: %w", fn, err)
 	}
@@ -149,7 +150,7 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 	if err != nil {
 		return 0, err
 	}
-	c := newCollector(p.e.Ledger, user(ctx))
+	c := boundary.NewCollector(p.e.Ledger, user(ctx))
 	var n int64
 	lastLog := time.Now()
 	rd := readAhead(ctx, iter)
@@ -207,14 +208,14 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 				}
 			}
 		}
-		featuresWhat.rows, labelWhat.rows = rows, rows
-		released, err := c.releaseVectors(ctx, b, fn, mech, randomiser, epsX, units, featuresWhat, feats)
+		featuresWhat.Rows, labelWhat.Rows = rows, rows
+		released, err := releaseVectors(ctx, c, b, fn, mech, randomiser, epsX, units, featuresWhat, feats)
 		if err != nil {
 			return fail(err)
 		}
 		var labels []int
 		if withLabel {
-			if labels, err = c.releaseLabels(ctx, b, fn, krr, units, labelWhat, ys); err != nil {
+			if labels, err = c.ReleaseLabels(ctx, b, fn, krr, units, labelWhat, ys); err != nil {
 				return fail(err)
 			}
 		}
@@ -241,7 +242,7 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 	}
 	// Check the charges now, so that a source over its budget fails before anything is committed; they
 	// are checked again and written when the destination is named.
-	*charges = c.take()
+	*charges = c.Take()
 	if err := p.e.Ledger.Check(*charges); err != nil {
 		return fail(fmt.Errorf("%s: %w", fn, err))
 	}

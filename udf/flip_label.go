@@ -24,7 +24,7 @@ var _ sql.NonDeterministicExpression = (*FlipLabel)(nil)
 // NewFlipLabel builds FLIP_LABEL(y, eps, K).
 func NewFlipLabel(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	f := &FlipLabel{scalar: scalar{name: "flip_label", args: args}}
-	if len(args) != 4 { // FLIP_LABEL(y, eps, K, unit_key): the unit key is for the ledger (ledger.go)
+	if len(args) != 4 { // FLIP_LABEL(y, eps, K, unit_key): the unit key is for the ledger (package boundary)
 		if err := f.checkArity(3); err != nil {
 			return nil, err
 		}

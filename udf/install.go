@@ -14,6 +14,7 @@ import (
 
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/plugins/host"
+	"github.com/ldpsql/ldpsql/udf/boundary"
 )
 
 // BuiltinPlugins are the encoder plugins that ship with ldpsql, by mechanism name, with the file name of
@@ -63,9 +64,9 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	addSlotVariable()
+	boundary.AddSlotVariable()
 	if cfg.Logf != nil {
-		slotLog.Store(&cfg.Logf)
+		boundary.SetSlotLog(cfg.Logf)
 	}
 	h := host.New(cfg.PluginLogger)
 	e.OnClose(h.Close)
@@ -117,7 +118,7 @@ func warnKeylessMemoise(e *engine.Engine, p *procedures, logf func(string, ...an
 			continue
 		}
 		t, err := p.table(ctx, b.Database, b.Table)
-		if err != nil || len(primaryKey(ctx, t)) > 0 {
+		if err != nil || len(boundary.PrimaryKey(ctx, t)) > 0 {
 			continue
 		}
 		logf("ldp ledger: protected table %s has no primary key, so its budget's memoise mode cannot apply: every release is fresh and charged, as in "+

@@ -13,7 +13,7 @@ import (
 )
 
 // LDPEncode is LDP_ENCODE(features, eps, 'mechanism' [, 'randomiser' [, unit_key]]) and, with asJSON,
-// LDP_ENCODE_JSON. (unit_key matters only for a protected table's data, see ledger.go.) The registered
+// LDP_ENCODE_JSON. (unit_key matters only for a protected table's data, see package boundary.) The registered
 // mechanism's encoder plugin maps the features (a packed float32 BLOB or a JSON array) to its latent;
 // the host clips the latent into the output set recorded at registration and the randomiser (default
 // 'laplace') adds noise calibrated to that set, so the release is eps-LDP whatever the plugin does. In

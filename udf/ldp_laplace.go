@@ -14,7 +14,7 @@ import (
 // noise of scale (hi−lo)/eps is added, on a grid so that floating-point artefacts reveal nothing (the
 // Mironov attack). The release is eps-LDP for x whatever x is. NULL in gives NULL out.
 //
-// On a protected table the release is charged to the row's unit through the ledger (ledger.go); a DBA
+// On a protected table the release is charged to the row's unit through the ledger (package boundary); a DBA
 // may name the unit with unit_key, which is ignored on an unprotected table. There a NULL or invalid x
 // is released as if it were the midpoint of [lo, hi] (never as NULL, which would say that it is NULL).
 type LDPLaplace struct {
@@ -33,7 +33,7 @@ var _ sql.NonDeterministicExpression = (*LDPLaplace)(nil)
 // NewLDPLaplace builds LDP_LAPLACE(x, eps, lo, hi [, unit_key]).
 func NewLDPLaplace(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	f := &LDPLaplace{scalar: scalar{name: "ldp_laplace", args: args}}
-	if len(args) == 5 { // the unit key is for the ledger (ledger.go)
+	if len(args) == 5 { // the unit key is for the ledger (package boundary)
 		return f, nil
 	}
 	return f, f.checkArity(4)

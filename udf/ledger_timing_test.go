@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldpsql/ldpsql/udf"
+	"github.com/ldpsql/ldpsql/udf/boundary"
 )
 
 // The timing oracle of docs/security.md (variants 169–172): an analyst's release expression that is
@@ -74,13 +74,13 @@ func TestReleaseExpressionTimingIsNoOracle(t *testing.T) {
 	}
 
 	// The analyst's release of it, at a negligible ε: the same time whichever the block.
-	evaluated0, late0 := udf.SlotStats()
+	evaluated0, late0 := boundary.SlotStats()
 	const runs = 5
 	an := medians(t, runs, func(which int) error {
 		_, err := l.as("analyst", fmt.Sprintf("SELECT PRIVATE_ACCURACY(%s, 1e-6) FROM emp WHERE %s", expr, block[which]))
 		return err
 	})
-	evaluated, late := udf.SlotStats()
+	evaluated, late := boundary.SlotStats()
 	t.Logf("DBA: %v (rich) vs %v (poor); analyst: %v vs %v; slots: %d evaluated, %d late",
 		dba[0], dba[1], an[0], an[1], evaluated-evaluated0, late-late0)
 	if d := an[0] - an[1]; math.Abs(float64(d)) > float64(gap)/4 {
@@ -94,7 +94,7 @@ func TestReleaseExpressionTimingIsNoOracle(t *testing.T) {
 	// time), an invalid ε, a literal longer or an expression larger than an analyst may write.
 	l.q("UPDATE emp SET salary = 90000 WHERE id = 800")
 	l.as("analyst", "SELECT PRIVATE_ACCURACY(salary > 0, 1) FROM emp WHERE id >= 800")
-	evaluated0, late0 = udf.SlotStats()
+	evaluated0, late0 = boundary.SlotStats()
 	spent := medians(t, 3, func(which int) error {
 		_, err := l.as("analyst", fmt.Sprintf("SELECT PRIVATE_ACCURACY(%s, 0.5) FROM emp WHERE id = %d", expr, 800+which))
 		if err == nil || !strings.Contains(err.Error(), "budget exceeded") {
@@ -114,7 +114,7 @@ func TestReleaseExpressionTimingIsNoOracle(t *testing.T) {
 			t.Errorf("analyst: %.80s… was not refused", q)
 		}
 	}
-	if evaluated, late := udf.SlotStats(); evaluated != evaluated0 || late != late0 {
+	if evaluated, late := boundary.SlotStats(); evaluated != evaluated0 || late != late0 {
 		t.Errorf("refused statements evaluated %d expressions (%d late)", evaluated-evaluated0, late-late0)
 	}
 }
@@ -129,11 +129,11 @@ func TestAnalystCreateSelectOfPrivateAccuracy(t *testing.T) {
 	l.createAnalyst("analyst")
 	l.q("CREATE DATABASE scratch")
 	l.q("GRANT SELECT, INSERT, CREATE, DROP, ALTER, EXECUTE ON scratch.* TO analyst@'%'")
-	evaluated0, late0 := udf.SlotStats()
+	evaluated0, late0 := boundary.SlotStats()
 	if _, err := l.as("analyst", "CREATE TABLE scratch.acc AS SELECT PRIVATE_ACCURACY(y = 1 AND z > 10, 0.6) AS a FROM t"); err != nil {
 		t.Fatal(err)
 	}
-	evaluated, late := udf.SlotStats()
+	evaluated, late := boundary.SlotStats()
 	if n := (evaluated - evaluated0) + (late - late0); n != 50 {
 		t.Errorf("%d rows went through slots, want 50", n)
 	}
@@ -141,11 +141,11 @@ func TestAnalystCreateSelectOfPrivateAccuracy(t *testing.T) {
 		t.Fatalf("scratch.acc holds %v", rows)
 	}
 	l.allSpent("t", 50, 0.6)
-	evaluated0, late0 = udf.SlotStats()
+	evaluated0, late0 = boundary.SlotStats()
 	if _, err := l.as("analyst", "CREATE TABLE scratch.acc2 AS SELECT PRIVATE_ACCURACY(y = 0, 0.6) AS a FROM t"); err == nil || !strings.Contains(err.Error(), "budget exceeded") {
 		t.Fatalf("an over-budget CTAS: %v", err)
 	}
-	if evaluated, late := udf.SlotStats(); evaluated != evaluated0 || late != late0 {
+	if evaluated, late := boundary.SlotStats(); evaluated != evaluated0 || late != late0 {
 		t.Errorf("the refused CTAS evaluated %d expressions", evaluated-evaluated0+late-late0)
 	}
 	if _, err := l.as("root", "SELECT count(*) FROM scratch.acc2"); err == nil {

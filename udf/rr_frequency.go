@@ -15,6 +15,7 @@ import (
 	"github.com/dolthub/go-mysql-server/sql/types"
 
 	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/udf/boundary"
 )
 
 // RRFrequency is the aggregate RR_FREQUENCY(y_noisy, eps, K, class): the Warner-debiased share of rows
@@ -26,7 +27,7 @@ import (
 // On a protected table a column of it is not a release yet: there RR_FREQUENCY(y, eps, K, class
 // [, unit_key]) releases each row's y by k-RR at (eps, K) — the release FLIP_LABEL(y, eps, K) makes,
 // charged to the row's unit through the ledger and memoised with it — and returns the debiased share of
-// class among those releases (ledger_agg.go). A NULL or invalid y is released as a uniform label.
+// class among those releases (package boundary). A NULL or invalid y is released as a uniform label.
 type RRFrequency struct {
 	scalar
 	id     sql.ColumnId
@@ -42,7 +43,7 @@ var _ sql.FunctionExpression = (*RRFrequency)(nil)
 // NewRRFrequency builds RR_FREQUENCY(y_noisy, eps, K, class [, unit_key]).
 func NewRRFrequency(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	f := &RRFrequency{scalar: scalar{name: "rr_frequency", args: args}}
-	if len(args) == 5 { // the unit key is for the ledger (ledger_agg.go)
+	if len(args) == 5 { // the unit key is for the ledger (package boundary)
 		return f, nil
 	}
 	return f, f.checkArity(4)
@@ -235,7 +236,7 @@ func rrRecordedRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.
 		return n, transform.SameTree, nil
 	}
 	labels := map[sql.ColumnId]*recordedLabels{}
-	_ = walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
+	_ = boundary.WalkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
 		rt, ok := n.(*plan.ResolvedTable)
 		if !ok || rt.Database() == nil {
 			return nil

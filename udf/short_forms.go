@@ -17,6 +17,7 @@ import (
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
+	"github.com/ldpsql/ldpsql/udf/boundary"
 )
 
 // The short forms (issue #19, item 1): LDP_ENCODE(column, eps), LDP_ENCODE_JSON(column, eps) and
@@ -29,7 +30,7 @@ import (
 //     like the other procedures that change the catalog.
 //   - LDP_ENCODE(column, eps) is rewritten by shortFormsRule, at analysis and before the ledger's bind
 //     rule, into LDP_ENCODE(column, eps, 'mechanism', 'randomiser') with the column's default. The column
-//     is found as the ledger finds the column a release reads (rowwiseBase over buildProvenance: through
+//     is found as the ledger finds the column a release reads (boundary.RowwiseBase over boundary.DerivedColumns: through
 //     derived tables, views, CTEs and aliases, one column of one row); anything else, or a column
 //     without a default, is an error that says what to do. From then on it is the long form in every
 //     respect — the ledger's charge and memo key, batching, NULL handling, the roles — because nothing
@@ -154,19 +155,19 @@ func (p *procedures) dropDefault(ctx *sql.Context, table, column string) (sql.Ro
 // shortFormsRule rewrites every LDP_ENCODE(column, eps) and LDP_ENCODE_JSON(column, eps) of the
 // statement — in its SELECT lists, derived tables, views, CTEs, subquery expressions and INSERT source —
 // into the four-argument form with the column's default mechanism and randomiser. It runs on the whole
-// statement (like ledgerBindRule, which it precedes), and again, finding nothing left, on the subqueries
+// statement (like boundary.BindRule, which it precedes), and again, finding nothing left, on the subqueries
 // that GMS analyses on their own.
 func shortFormsRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
 	if !hasShortForm(ctx, n) {
 		return n, transform.SameTree, nil
 	}
 	sf := &shortForms{ctx: ctx, cols: map[sql.ColumnId]shortColumn{}}
-	err := walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
+	err := boundary.WalkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
 		rt, ok := n.(*plan.ResolvedTable)
 		if !ok || rt.Database() == nil {
 			return nil
 		}
-		cols, err := columnsByID(ctx, rt)
+		cols, err := boundary.ColumnsByID(ctx, rt)
 		if err != nil {
 			return nil // its columns name no default: a short form over them says so
 		}
@@ -180,7 +181,7 @@ func shortFormsRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.
 		return nil, transform.SameTree, err
 	}
 	// The provenance of derived columns, as the ledger builds it (no protected tables to taint with).
-	if sf.prov, err = buildProvenance(ctx, &planTables{byTable: map[sql.TableId]*tableInstance{}, byCol: map[sql.ColumnId]*tableInstance{}}, n); err != nil {
+	if sf.prov, err = boundary.DerivedColumns(ctx, n); err != nil {
 		return nil, transform.SameTree, err
 	}
 	return sf.node(n)
@@ -192,7 +193,7 @@ func hasShortForm(ctx *sql.Context, n sql.Node) bool {
 		return false // INSERT … VALUES of literals only (a bulk load): no function call to look at
 	}
 	found := false
-	_ = walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
+	_ = boundary.WalkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
 		ex, ok := n.(sql.Expressioner)
 		if !ok || found {
 			return nil
@@ -219,7 +220,7 @@ type shortColumn struct {
 type shortForms struct {
 	ctx  *sql.Context
 	cols map[sql.ColumnId]shortColumn // every table column of the statement, by id
-	prov map[sql.ColumnId]*provenance // derived columns (buildProvenance)
+	prov boundary.Provenance          // derived columns
 }
 
 func (sf *shortForms) node(n sql.Node) (sql.Node, transform.TreeIdentity, error) {
@@ -274,7 +275,7 @@ func (sf *shortForms) expand(ctx *sql.Context, f *LDPEncode) (sql.Expression, tr
 	var src shortColumn
 	found := false
 	if gf, ok := arg.(*expression.GetField); ok {
-		if id := rowwiseBase(sf.prov, gf, func(id sql.ColumnId) bool { _, ok := sf.cols[id]; return ok }); id != 0 {
+		if id := boundary.RowwiseBase(sf.prov, gf, func(id sql.ColumnId) bool { _, ok := sf.cols[id]; return ok }); id != 0 {
 			src, found = sf.cols[id], true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/training/dp"
+	"github.com/ldpsql/ldpsql/udf/boundary"
 )
 
 // The ledger and CDP training. A trained encoder's weights are a release of its training rows: on a
@@ -26,7 +27,7 @@ func (p *procedures) chargeTraining(ctx *sql.Context, fn string, b engine.Budget
 	for i, u := range b.UnitColumns {
 		cols[i] = quoteCol(u)
 	}
-	iter, err := p.query(withInternalRead(ctx), fmt.Sprintf("SELECT DISTINCT %s FROM %s.%s", strings.Join(cols, ", "),
+	iter, err := p.query(boundary.WithInternalRead(ctx), fmt.Sprintf("SELECT DISTINCT %s FROM %s.%s", strings.Join(cols, ", "),
 		quoteCol(b.TableRef.Database), quoteCol(b.TableRef.Table)))
 	if err != nil {
 		return 0, fmt.Errorf("%s: reading the units of %s: %w", fn, b.TableRef, err)

@@ -1,4 +1,4 @@
-package udf
+package boundary
 
 import (
 	"context"

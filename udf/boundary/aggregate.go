@@ -1,4 +1,4 @@
-package udf
+package boundary
 
 import (
 	"crypto/sha256"
@@ -21,7 +21,7 @@ import (
 //
 // Each releases one value per row by k-RR — PRIVATE_ACCURACY the row's correctness bit (K = 2),
 // RR_FREQUENCY its label — and returns the Warner-debiased share computed from the releases alone. On a
-// protected table ledgerBindRule replaces the aggregate by a ledgerAggregate that carries the row's unit
+// protected table BindRule replaces the aggregate by a ledgerAggregate that carries the row's unit
 // key (hidden arguments, as for FLIP_LABEL), and its buffers release through the statement's collector:
 // every release is charged to its unit by the ledgerGate above, after the aggregation has run and before
 // its result leaves the engine, and a statement that would over-spend a unit returns nothing.
@@ -42,7 +42,7 @@ import (
 // uniformly drawn bit or label), so the count of rows is not a function of the data.
 //
 // Memoisation (memoise mode) is keyed by the unit, the row and what is released, never by its value
-// (engine.ReleaseDigest; see ledger.go):
+// (engine.ReleaseDigest; see bind.go):
 //
 //   - the released argument is a plain column: the column, ε and K, exactly as FLIP_LABEL keys its
 //     releases, so PRIVATE_ACCURACY(y, ε), RR_FREQUENCY(y, ε, 2, …) and FLIP_LABEL(y, ε, 2) share them;
@@ -71,7 +71,8 @@ type ledgerAggregate struct {
 	table  engine.TableRef
 	strict bool // analyst: invalid values are released as the default input, never quoted in an error
 	ledger *engine.Ledger
-	key    bindKey // how releases are keyed for memoisation
+	key    bindKey   // how releases are keyed for memoisation
+	call   Aggregate // the function, which parses its parameters
 
 	id     sql.ColumnId
 	window *sql.WindowDefinition
@@ -80,12 +81,12 @@ type ledgerAggregate struct {
 // bindKey is what the bind rule knows of the released argument, for memoisation: what is released, by
 // identity (never its value).
 type bindKey struct {
-	source string     // a column or LDP_VECTOR of columns of the protected row: columnsSource of its canonical text
-	pure   bool       // else a pure expression of the row (pureExpression): keyed by expressionTag
-	canon  string     // the expression's canonical text (pure only)
-	models []*Predict // the PREDICT calls whose models' identities complete the tag
-	names  []string   // their (literal) model names
-	noRow  bool       // the row within its unit cannot be identified (see bindUnit): never memoised
+	source string      // a column or LDP_VECTOR of columns of the protected row: columnsSource of its canonical text
+	pure   bool        // else a pure expression of the row (pureExpression): keyed by expressionTag
+	canon  string      // the expression's canonical text (pure only)
+	models []ModelCall // the PREDICT calls whose models' identities complete the tag
+	names  []string    // their (literal) model names
+	noRow  bool        // the row within its unit cannot be identified (see bindUnit): never memoised
 }
 
 // columnsSource is the source of the memo key (engine.ReleaseDigest) of a release of the columns whose
@@ -117,8 +118,8 @@ func columnsOnly(e sql.Expression) bool {
 	switch x := e.(type) {
 	case *expression.GetField:
 		return true
-	case *LDPVector:
-		for _, c := range x.args {
+	case Vector:
+		for _, c := range x.Children() {
 			if _, ok := c.(*expression.GetField); !ok {
 				return false
 			}
@@ -232,10 +233,14 @@ func (a *ledgerAggregate) NewBuffer(ctx *sql.Context) (sql.AggregationBuffer, er
 	return &ledgerAggBuffer{q: q}, nil
 }
 
+// aggregateBatch is how many releases an aggregate's buffers queue before making them: udf's BatchSize,
+// the batch its row functions release in.
+const aggregateBatch = 4096
+
 // aggQueue is the releases an aggregate's buffers have asked for and not yet made.
 type aggQueue struct {
 	a      *ledgerAggregate
-	c      *collector
+	c      *Collector
 	b      engine.Budget
 	source string // the memo keys' source ("": not memoised)
 
@@ -256,7 +261,7 @@ type pendingRelease struct {
 }
 
 // aggQueue returns the statement's queue of aggregate a, creating it (and computing a's release key).
-func (c *collector) aggQueue(ctx *sql.Context, a *ledgerAggregate) (*aggQueue, error) {
+func (c *Collector) aggQueue(ctx *sql.Context, a *ledgerAggregate) (*aggQueue, error) {
 	c.mu.Lock()
 	q := c.queues[a]
 	c.mu.Unlock()
@@ -283,7 +288,7 @@ func (c *collector) aggQueue(ctx *sql.Context, a *ledgerAggregate) (*aggQueue, e
 func (q *aggQueue) add(ctx *sql.Context, p pendingRelease) error {
 	q.mu.Lock()
 	q.pending = append(q.pending, p)
-	full := len(q.pending) >= BatchSize
+	full := len(q.pending) >= aggregateBatch
 	q.mu.Unlock()
 	if full {
 		return q.flush(ctx)
@@ -318,13 +323,13 @@ func (q *aggQueue) flush(ctx *sql.Context) error {
 	}
 	for _, g := range order {
 		units, what, ys := g.releases(q.source)
-		released, err := q.c.releaseLabels(ctx, q.b, q.a.fn, g.krr, units, what, ys)
+		released, err := q.c.ReleaseLabels(ctx, q.b, q.a.fn, g.krr, units, what, ys)
 		if err != nil {
 			return err
 		}
 		for i, p := range g.items {
 			p.buf.n++
-			if int64(released[i]) == p.buf.class {
+			if int64(released[i]) == p.buf.params.Class {
 				p.buf.hits++
 			}
 		}
@@ -339,12 +344,12 @@ type releaseGroup struct {
 }
 
 // releases is what releaseLabels takes for the group's items.
-func (g *releaseGroup) releases(source string) (units []string, what releaseWhat, ys []int) {
+func (g *releaseGroup) releases(source string) (units []string, what What, ys []int) {
 	units = make([]string, len(g.items))
-	what = releaseWhat{source: source, rows: make([]string, len(g.items))}
+	what = What{Source: source, Rows: make([]string, len(g.items))}
 	ys = make([]int, len(g.items))
 	for i, p := range g.items {
-		units[i], what.rows[i], ys[i] = p.unit, p.row, p.y
+		units[i], what.Rows[i], ys[i] = p.unit, p.row, p.y
 	}
 	return units, what, ys
 }
@@ -417,7 +422,7 @@ func (q *aggQueue) precheck(ctx *sql.Context, groups []*releaseGroup) ([][]int, 
 	for gi, g := range groups {
 		units, what, _ := g.releases(q.source)
 		var err error
-		_, fresh[gi], _, err = q.c.split(ctx, q.b, units, what.digests(len(units), "k-rr", "k-rr", g.krr.Epsilon(), g.krr.K()), what.source != "")
+		_, fresh[gi], _, err = q.c.split(ctx, q.b, units, what.Digests(len(units), "k-rr", "k-rr", g.krr.Epsilon(), g.krr.K()), what.Source != "")
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", q.a.fn, err)
 		}
@@ -435,10 +440,8 @@ func (q *aggQueue) precheck(ctx *sql.Context, groups []*releaseGroup) ([][]int, 
 type ledgerAggBuffer struct {
 	q *aggQueue
 
-	krr     *mechanisms.KRR // the first row's eps and K, which every row of the group must repeat
-	class   int64           // the class counted (1 for PRIVATE_ACCURACY: a correct row)
-	first   []any           // the first row's parameters, for the error messages
-	n, hits int64           // rows released, and releases equal to class
+	params  *KRRParams // the first row's ε, K and class, which every row of the group must repeat
+	n, hits int64      // rows released, and releases equal to class
 }
 
 // Update implements sql.AggregationBuffer: it queues the row's release.
@@ -460,57 +463,11 @@ func (b *ledgerAggBuffer) Update(ctx *sql.Context, row sql.Row) error {
 		}
 		vals[i] = v
 	}
-	params := vals[1:len(a.args)]
-	accuracy := fn == "PRIVATE_ACCURACY"
-	if b.krr == nil {
-		for _, v := range params {
-			if v == nil {
-				if accuracy {
-					return fmt.Errorf("%s: eps must not be NULL", fn)
-				}
-				return fmt.Errorf("%s: eps, K and class must not be NULL", fn)
-			}
-		}
-		eps, err := toEpsilon(ctx, fn, params[0])
-		if err != nil {
-			return err
-		}
-		k, class := 2, int64(1)
-		if !accuracy {
-			if k, err = toK(ctx, fn, params[1]); err != nil {
-				return err
-			}
-			if class, err = toInt(ctx, fn, "class", params[2]); err != nil {
-				return err
-			}
-			if class < 0 || class >= int64(k) {
-				return argError(fn, "class", params[2], fmt.Sprintf("the class must be in 0..K-1 (K = %d)", k))
-			}
-		}
-		if b.krr, err = mechanisms.NewKRR(eps, k); err != nil {
-			return argError(fn, "eps", params[0], err.Error())
-		}
-		b.class, b.first = class, params
-	} else {
-		names := []string{"eps", "K", "class"}
-		for i, v := range params {
-			var same bool
-			if i == 0 {
-				e, err := toFloat(ctx, fn, names[i], v)
-				same = err == nil && e == b.krr.Epsilon()
-			} else {
-				x, err := toInt(ctx, fn, names[i], v)
-				want := int64(b.krr.K())
-				if i == 2 {
-					want = b.class
-				}
-				same = err == nil && x == want
-			}
-			if !same {
-				return argError(fn, names[i], v, fmt.Sprintf("must be the same on every row (first row had %v)", b.first[i]))
-			}
-		}
+	p, err := a.call.KRRParams(ctx, vals[1:len(a.args)], b.params)
+	if err != nil {
+		return err
 	}
+	b.params = p
 	n, nu := len(a.args), len(a.units)
 	unit, err := engine.UnitKey(vals[n : n+nu]...)
 	if err != nil {
@@ -523,32 +480,25 @@ func (b *ledgerAggBuffer) Update(ctx *sql.Context, row sql.Row) error {
 		}
 	}
 	if a.strict {
-		return b.q.add(ctx, pendingRelease{buf: b, unit: unit, row: rowKey, y: -1, krr: b.krr, deferred: append(sql.Row(nil), row...)})
+		return b.q.add(ctx, pendingRelease{buf: b, unit: unit, row: rowKey, y: -1, krr: b.params.KRR, deferred: append(sql.Row(nil), row...)})
 	}
-	y, err := a.input(ctx, vals[0], b.krr.K())
+	y, err := a.input(ctx, vals[0], b.params.KRR.K())
 	if err != nil {
 		return err
 	}
-	return b.q.add(ctx, pendingRelease{buf: b, unit: unit, row: rowKey, y: y, krr: b.krr})
+	return b.q.add(ctx, pendingRelease{buf: b, unit: unit, row: rowKey, y: y, krr: b.params.KRR})
 }
 
 // input is the k-RR input for the released argument's value v: the bit or label, or -1 (the default: a
 // uniformly drawn bit or label) for a NULL, and for an analyst's invalid value (a DBA's is an error).
 func (a *ledgerAggregate) input(ctx *sql.Context, v any, k int) (int, error) {
-	if isDefault(v) {
+	if IsDefault(v) {
 		return -1, nil
 	}
-	arg, want := "y", fmt.Sprintf("a label is an integer in 0..K-1 (K = %d)", k)
-	if a.fn == "PRIVATE_ACCURACY" {
-		arg, want = "correct", "a correctness bit is 0 or 1"
-	}
-	x, err := toInt(ctx, a.fn, arg, v)
-	if err == nil && (x < 0 || x >= int64(k)) {
-		err = argError(a.fn, arg, v, want)
-	}
+	x, err := a.call.KRRInput(ctx, v, k)
 	switch {
 	case err == nil:
-		return int(x), nil
+		return x, nil
 	case !a.strict:
 		return 0, err
 	}
@@ -564,7 +514,7 @@ func (b *ledgerAggBuffer) Eval(ctx *sql.Context) (any, error) {
 	if b.n == 0 {
 		return nil, nil
 	}
-	return mechanisms.WarnerEstimate(b.hits, b.n, b.krr.Epsilon(), b.krr.K())
+	return mechanisms.WarnerEstimate(b.hits, b.n, b.params.KRR.Epsilon(), b.params.KRR.K())
 }
 
 // Dispose implements sql.Disposable.
@@ -587,7 +537,7 @@ func expressionTag(ctx *sql.Context, k bindKey) string {
 	field("ldpsql expression v1")
 	field(k.canon)
 	for i, p := range k.models {
-		field(modelIdentity(ctx, p, k.names[i]))
+		field(p.ModelIdentity(ctx, k.names[i]))
 	}
 	for _, name := range tagSessionVariables {
 		v, err := ctx.GetSessionVariable(ctx, name)
@@ -633,27 +583,12 @@ func nodeDetail(ctx *sql.Context, e sql.Expression) string {
 	return ""
 }
 
-// modelIdentity is a classifier's checksum and its mechanism's identity, not its name: the model a
-// validation job checks under a temporary name is the one it stores ("unavailable" when it cannot be
-// loaded: then every PREDICT fails and every release is of the default input).
-func modelIdentity(ctx *sql.Context, p *Predict, name string) string {
-	l, err := p.c.load(ctx, name)
-	if err != nil {
-		return "model " + name + ": unavailable"
-	}
-	id := "model " + l.checksum
-	if mech, err := p.c.p.mechs.resolve(ctx, l.art.Mechanism); err == nil {
-		id += " mechanism " + mechanismID(mech)
-	}
-	return id
-}
-
 // pureExpression reports whether e computes a value from the protected row alone (inst's columns, via
 // columnOf) and literals, through operators and functions whose result depends on nothing else (no
 // variables, no time, no randomness, no other row or table), and returns its canonical text and the
 // PREDICT calls in it (whose models must have literal names). columnOf maps a column reference to the
 // protected column it reads (a reference through a derived table or view resolved), or "" if none.
-func pureExpression(ctx *sql.Context, e sql.Expression, columnOf func(*expression.GetField) string) (canon string, models []*Predict, names []string, ok bool) {
+func pureExpression(ctx *sql.Context, e sql.Expression, columnOf func(*expression.GetField) string) (canon string, models []ModelCall, names []string, ok bool) {
 	var sb strings.Builder
 	ok = true
 	var walk func(e sql.Expression)
@@ -676,21 +611,22 @@ func pureExpression(ctx *sql.Context, e sql.Expression, columnOf func(*expressio
 		case *expression.Literal:
 			fmt.Fprintf(&sb, "lit(%s,%T,%s)", x.Type(ctx).String(), x.Value(), literalText(x.Value()))
 			return
-		case *Predict:
-			name, isLit := x.args[0].(*expression.Literal)
+		case ModelCall:
+			args := x.Children()
+			name, isLit := args[0].(*expression.Literal)
 			if !isLit || name.Value() == nil {
 				ok = false
 				return
 			}
-			if len(x.args) == 3 {
-				if _, isLit := x.args[2].(*expression.Literal); !isLit {
+			if len(args) == 3 {
+				if _, isLit := args[2].(*expression.Literal); !isLit {
 					ok = false
 					return
 				}
 			}
 			models, names = append(models, x), append(names, fmt.Sprint(name.Value()))
-		case *LDPVector,
-			*expression.Equals, *expression.NullSafeEquals, *expression.GreaterThan, *expression.LessThan,
+		case Vector:
+		case *expression.Equals, *expression.NullSafeEquals, *expression.GreaterThan, *expression.LessThan,
 			*expression.GreaterThanOrEqual, *expression.LessThanOrEqual,
 			*expression.And, *expression.Or, *expression.Xor, *expression.Not, *expression.IsNull, *expression.IsTrue,
 			*expression.Arithmetic, *expression.Div, *expression.IntDiv, *expression.Mod, *expression.UnaryMinus, *expression.BitOp,
@@ -713,7 +649,7 @@ func pureExpression(ctx *sql.Context, e sql.Expression, columnOf func(*expressio
 		// by their names; a model is identified by expressionTag.)
 		fmt.Fprintf(&sb, "%T{%s}(", e, nodeDetail(ctx, e))
 		children := e.Children()
-		if _, isPredict := e.(*Predict); isPredict {
+		if _, isPredict := e.(ModelCall); isPredict {
 			children = children[1:] // the model's name
 		}
 		for i, c := range children {

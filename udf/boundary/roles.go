@@ -1,4 +1,4 @@
-package udf
+package boundary
 
 import (
 	"fmt"
@@ -36,7 +36,7 @@ import (
 //   - LDP_ENCODE, LDP_ENCODE_JSON, FLIP_LABEL, LDP_LAPLACE: a column, or LDP_VECTOR of columns (a
 //     literal there is refused for everyone: keyed by the columns alone, LDP_VECTOR(y, 34) would be
 //     another release of y whatever 34 is; keyed by value, a test of whether y's row holds 34);
-//   - PRIVATE_ACCURACY, RR_FREQUENCY (ledger_agg.go): any pure expression of the row (pureExpression:
+//   - PRIVATE_ACCURACY, RR_FREQUENCY (aggregate.go): any pure expression of the row (pureExpression:
 //     its columns, literals, comparisons (IN, BETWEEN, LIKE), arithmetic, logic, CASE/IF/COALESCE,
 //     CAST, LDP_VECTOR and PREDICT of a named model), e.g. PRIVATE_ACCURACY(PREDICT('m', f) = y, 1),
 //     because only the k-RR release of its value leaves the row, and each distinct expression is
@@ -50,9 +50,9 @@ import (
 // CREATE TABLE … AS SELECT, UPDATE or DELETE — fails with "access denied". Releases are charged to the
 // ledger, so an analyst can learn about a unit no more than its budget allows.
 
-// isDBA reports whether the session's user is a DBA: root, or a holder of the global SUPER privilege.
+// IsDBA reports whether the session's user is a DBA: root, or a holder of the global SUPER privilege.
 // Without user accounts (privileges disabled) everyone is.
-func isDBA(ctx *sql.Context, a *analyzer.Analyzer) bool {
+func IsDBA(ctx *sql.Context, a *analyzer.Analyzer) bool {
 	return engine.HasGlobalPrivilege(ctx, a.Catalog.MySQLDb, sql.PrivilegeType_Super)
 }
 
@@ -132,7 +132,7 @@ func (b *binder) checkRawAccess(n sql.Node) error {
 		}
 		return nil
 	}
-	return walkPlan(b.ctx, n, false, func(n sql.Node, _ bool) error {
+	return WalkPlan(b.ctx, n, false, func(n sql.Node, _ bool) error {
 		ex, ok := n.(sql.Expressioner)
 		if !ok {
 			return nil

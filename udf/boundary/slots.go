@@ -1,4 +1,4 @@
-package udf
+package boundary
 
 import (
 	"fmt"
@@ -62,9 +62,9 @@ const maxAnalystLiteral = 1024
 
 var registerSlotVariable sync.Once
 
-// addSlotVariable adds ldp_release_slot_us to the server's system variables (global and session:
+// AddSlotVariable adds ldp_release_slot_us to the server's system variables (global and session:
 // any value is safe, since it sets the running time, not what the data may change).
-func addSlotVariable() {
+func AddSlotVariable() {
 	registerSlotVariable.Do(func() {
 		sql.SystemVariables.AddSystemVariables([]sql.SystemVariable{&sql.MysqlSystemVariable{
 			Name:    SlotVariable,
@@ -200,3 +200,6 @@ func literalLength(lit *expression.Literal) int {
 	}
 	return len(fmt.Sprint(lit.Value()))
 }
+
+// SetSlotLog sets the server's log, where a statement whose evaluations ran late says so to the DBA.
+func SetSlotLog(logf func(string, ...any)) { slotLog.Store(&logf) }

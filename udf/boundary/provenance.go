@@ -1,4 +1,4 @@
-package udf
+package boundary
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func buildProvenance(ctx *sql.Context, pt *planTables, n sql.Node) (map[sql.Colu
 			prov[id] = p
 		}
 	}
-	err := walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
+	err := WalkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
 		switch n := n.(type) {
 		case *plan.Project:
 			for _, e := range n.Projections {
@@ -167,7 +167,7 @@ func tableColumns(ctx *sql.Context, n plan.TableIdNode) ([]*provenance, bool) {
 // nil.
 func readsProtected(ctx *sql.Context, pt *planTables, n sql.Node) *tableInstance {
 	var found *tableInstance
-	_ = walkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
+	_ = WalkPlan(ctx, n, false, func(n sql.Node, _ bool) error {
 		if found != nil {
 			return nil
 		}
@@ -373,16 +373,16 @@ func (b *binder) columnRefs(node sql.Node, inst *tableInstance, direct *expressi
 
 // baseColumn follows a column row-wise through derived tables to a protected table's column (0: none).
 func (b *binder) baseColumn(gf *expression.GetField) sql.ColumnId {
-	return rowwiseBase(b.prov, gf, func(id sql.ColumnId) bool { return b.pt.byCol[id] != nil })
+	return RowwiseBase(b.prov, gf, func(id sql.ColumnId) bool { return b.pt.byCol[id] != nil })
 }
 
-// rowwiseBase follows the column gf row-wise — through derived tables, views, CTEs and SELECT-list
+// RowwiseBase follows the column gf row-wise — through derived tables, views, CTEs and SELECT-list
 // aliases, by their provenance (buildProvenance) — to the first column that isBase accepts (a column of a
 // table), and returns its id; 0 where the path is not one column of one row (an expression, an
 // aggregate, a window function, a UNION, an unknown source) or ends elsewhere. The ledger uses it to name
 // the protected column a release reads (memo keys, unit columns), and the short form LDP_ENCODE(col, eps)
 // to find the column whose default mechanism applies (short_forms.go).
-func rowwiseBase(prov map[sql.ColumnId]*provenance, gf *expression.GetField, isBase func(sql.ColumnId) bool) sql.ColumnId {
+func RowwiseBase(prov map[sql.ColumnId]*provenance, gf *expression.GetField, isBase func(sql.ColumnId) bool) sql.ColumnId {
 	var e sql.Expression = gf
 	for depth := 0; depth < maxProvenanceDepth; depth++ {
 		x, ok := e.(*expression.GetField)
@@ -399,4 +399,14 @@ func rowwiseBase(prov map[sql.ColumnId]*provenance, gf *expression.GetField, isB
 		e = p.alts[0]
 	}
 	return 0
+}
+
+// Provenance maps the derived columns of a statement (of derived tables, views, CTEs, aggregates and
+// SELECT-list aliases) to where their values come from, for RowwiseBase.
+type Provenance map[sql.ColumnId]*provenance
+
+// DerivedColumns is the provenance of n's derived columns, as the bind rule builds it (without protected
+// tables to taint with).
+func DerivedColumns(ctx *sql.Context, n sql.Node) (Provenance, error) {
+	return buildProvenance(ctx, &planTables{byTable: map[sql.TableId]*tableInstance{}, byCol: map[sql.ColumnId]*tableInstance{}}, n)
 }
