@@ -150,6 +150,7 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 	if err != nil {
 		return 0, err
 	}
+	src := privatizeSource{fn: fn, unitAt: unitAt, nKeys: nKeys, byRow: byRow, withLabel: withLabel, dba: dba, mech: mech, krr: krr}
 	c := boundary.NewCollector(p.e.Ledger, user(ctx))
 	var n int64
 	lastLog := time.Now()
@@ -163,50 +164,9 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 		if len(batch) == 0 {
 			break
 		}
-		units := make([]string, len(batch))
-		var rows []string
-		if byRow && nKeys > 0 {
-			rows = make([]string, len(batch))
-		}
-		feats := make([][]float32, len(batch))
-		ys := make([]int, len(batch))
-		for i, r := range batch {
-			if units[i], err = engine.UnitKey(r[unitAt:]...); err != nil {
-				return fail(fmt.Errorf("%s: source row %d: %w", fn, n+int64(i)+1, err))
-			}
-			if rows != nil {
-				if rows[i], err = engine.UnitKey(r[:nKeys]...); err != nil {
-					return fail(fmt.Errorf("%s: source row %d: its primary key: %w", fn, n+int64(i)+1, err))
-				}
-			}
-			if v := r[nKeys]; v != nil {
-				vec, err := toVector(ctx, fn, "features", v)
-				if err == nil && len(vec) != mech.desc.InputDim {
-					err = fmt.Errorf("%s: source row %d has %d features, mechanism %q expects %d", fn, n+int64(i)+1, len(vec), mech.record.Name, mech.desc.InputDim)
-				}
-				if err == nil {
-					err = checkFinite(fn, "features", vec)
-				}
-				switch {
-				case err == nil:
-					feats[i] = vec
-				case dba:
-					return fail(err)
-				}
-			}
-			ys[i] = -1
-			if withLabel && r[nKeys+1] != nil {
-				y, err := toInt(ctx, fn, "label", r[nKeys+1])
-				if err == nil && (y < 0 || y >= int64(krr.K())) {
-					err = fmt.Errorf("%s: source row %d has label %d outside 0..%d", fn, n+int64(i)+1, y, krr.K()-1)
-				}
-				switch {
-				case err == nil:
-					ys[i] = int(y)
-				case dba:
-					return fail(err)
-				}
-			}
+		units, rows, feats, ys, err := src.inputs(ctx, batch, n)
+		if err != nil {
+			return fail(err)
 		}
 		featuresWhat.Rows, labelWhat.Rows = rows, rows
 		released, err := releaseVectors(ctx, c, b, fn, mech, randomiser, epsX, units, featuresWhat, feats)
@@ -251,6 +211,69 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 		return 0, fmt.Errorf("%s: committing (nothing was charged): %w", fn, err)
 	}
 	return n, ins.Close(ctx)
+}
+
+// privatizeSource is how privatizeRowsLedger reads a protected source's rows: the unit columns follow
+// the columns it selects (from unitAt), the first nKeys of which are its primary key (byRow: the row
+// within its unit is named by it), then the features and, withLabel, the label.
+type privatizeSource struct {
+	fn               string
+	unitAt, nKeys    int
+	byRow, withLabel bool
+	dba              bool // a DBA's invalid value is an error; an analyst's is released as the default input
+	mech             *resolvedMechanism
+	krr              *mechanisms.KRR
+}
+
+// inputs is one batch's units, rows within their units (nil where not needed), features (nil: the
+// default input) and labels (-1: the default input); n rows came before the batch.
+func (s privatizeSource) inputs(ctx *sql.Context, batch []sql.Row, n int64) (units, rows []string, feats [][]float32, ys []int, err error) {
+	fn := s.fn
+	units = make([]string, len(batch))
+	if s.byRow && s.nKeys > 0 {
+		rows = make([]string, len(batch))
+	}
+	feats = make([][]float32, len(batch))
+	ys = make([]int, len(batch))
+	for i, r := range batch {
+		if units[i], err = engine.UnitKey(r[s.unitAt:]...); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("%s: source row %d: %w", fn, n+int64(i)+1, err)
+		}
+		if rows != nil {
+			if rows[i], err = engine.UnitKey(r[:s.nKeys]...); err != nil {
+				return nil, nil, nil, nil, fmt.Errorf("%s: source row %d: its primary key: %w", fn, n+int64(i)+1, err)
+			}
+		}
+		if v := r[s.nKeys]; v != nil {
+			vec, err := toVector(ctx, fn, "features", v)
+			if err == nil && len(vec) != s.mech.desc.InputDim {
+				err = fmt.Errorf("%s: source row %d has %d features, mechanism %q expects %d", fn, n+int64(i)+1, len(vec), s.mech.record.Name, s.mech.desc.InputDim)
+			}
+			if err == nil {
+				err = checkFinite(fn, "features", vec)
+			}
+			switch {
+			case err == nil:
+				feats[i] = vec
+			case s.dba:
+				return nil, nil, nil, nil, err
+			}
+		}
+		ys[i] = -1
+		if s.withLabel && r[s.nKeys+1] != nil {
+			y, err := toInt(ctx, fn, "label", r[s.nKeys+1])
+			if err == nil && (y < 0 || y >= int64(s.krr.K())) {
+				err = fmt.Errorf("%s: source row %d has label %d outside 0..%d", fn, n+int64(i)+1, y, s.krr.K()-1)
+			}
+			switch {
+			case err == nil:
+				ys[i] = int(y)
+			case s.dba:
+				return nil, nil, nil, nil, err
+			}
+		}
+	}
+	return units, rows, feats, ys, nil
 }
 
 // unquoteCol is the name that quoteCol quoted.

@@ -215,9 +215,32 @@ var knownTrainKeys = map[string]bool{"model": true, "objective": true, "mechanis
 // resolveParams parses params, merges them with the table's ldp_privatize metadata and checks them.
 func (c *classifiers) resolveParams(ctx *sql.Context, table, rawParams string) (trainParams, error) {
 	var tp trainParams
+	if err := decodeTrainParams(&tp, rawParams); err != nil {
+		return tp, err
+	}
+	dbName, name := splitTable(ctx, table)
+	t, err := c.p.table(ctx, dbName, name)
+	if err != nil {
+		return tp, err
+	}
+	if err := resolveObjective(&tp, table, privatizeMetadataOf(t)); err != nil {
+		return tp, err
+	}
+	if err := checkTrainPrivacy(&tp); err != nil {
+		return tp, err
+	}
+	if err := c.checkModelName(ctx, &tp, name); err != nil {
+		return tp, err
+	}
+	return tp, c.checkObjectiveInputs(ctx, &tp, table)
+}
+
+// decodeTrainParams parses TRAIN_NOISY_CLASSIFIER's own params into tp (strictly: JSON objects), and
+// keeps every other key, with the seed, for the trainer.
+func decodeTrainParams(tp *trainParams, rawParams string) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(rawParams), &raw); err != nil {
-		return tp, fmt.Errorf("params must be a JSON object: %v", err)
+		return fmt.Errorf("params must be a JSON object: %v", err)
 	}
 	own, rest := map[string]json.RawMessage{}, map[string]json.RawMessage{}
 	for k, v := range raw {
@@ -229,25 +252,24 @@ func (c *classifiers) resolveParams(ctx *sql.Context, table, rawParams string) (
 	}
 	ownJSON, _ := json.Marshal(own)
 	dec := json.NewDecoder(strings.NewReader(string(ownJSON)))
-	if err := dec.Decode(&tp); err != nil {
-		return tp, fmt.Errorf("params: %v", err)
+	if err := dec.Decode(tp); err != nil {
+		return fmt.Errorf("params: %v", err)
 	}
 	if s, ok := rest["seed"]; ok {
 		if err := json.Unmarshal(s, &tp.Seed); err != nil {
-			return tp, fmt.Errorf("params: seed must be a non-negative integer, got %s", s)
+			return fmt.Errorf("params: seed must be a non-negative integer, got %s", s)
 		}
 	}
 	if len(rest) > 0 {
 		tp.Training, _ = json.Marshal(rest)
 	}
+	return nil
+}
 
-	// The table and its metadata.
-	dbName, name := splitTable(ctx, table)
-	t, err := c.p.table(ctx, dbName, name)
-	if err != nil {
-		return tp, err
-	}
-	meta := privatizeMetadataOf(t)
+// resolveObjective chooses the objective (marginal with an aux_table, else forward) and completes tp from
+// the table's ldp_privatize metadata meta (nil: none), refusing contradictions; without metadata params
+// must say how the table was noised.
+func resolveObjective(tp *trainParams, table string, meta *PrivatizeMetadata) error {
 	if tp.Objective == "" {
 		tp.Objective = "marginal"
 		if tp.AuxTable == "" {
@@ -257,37 +279,43 @@ func (c *classifiers) resolveParams(ctx *sql.Context, table, rawParams string) (
 	switch tp.Objective {
 	case "marginal", "forward", "em", "clean":
 	default:
-		return tp, fmt.Errorf("objective %q is not one of marginal, forward, em, clean", tp.Objective)
+		return fmt.Errorf("objective %q is not one of marginal, forward, em, clean", tp.Objective)
 	}
 	if meta != nil {
 		if tp.Objective == "clean" {
-			return tp, fmt.Errorf("table %s was privatised by ldp_privatize; objective 'clean' is for raw tables", table)
+			return fmt.Errorf("table %s was privatised by ldp_privatize; objective 'clean' is for raw tables", table)
 		}
-		if err := mergeMeta(&tp, meta); err != nil {
-			return tp, fmt.Errorf("%w (table %s was privatised by ldp_privatize with %s)", err, table, describeMeta(meta))
+		if err := mergeMeta(tp, meta); err != nil {
+			return fmt.Errorf("%w (table %s was privatised by ldp_privatize with %s)", err, table, describeMeta(meta))
 		}
 	} else if tp.Objective != "clean" {
 		if tp.Mechanism == "" || tp.EpsX == nil || tp.EpsY == nil || tp.K == 0 || tp.FeaturesCol == "" || tp.LabelCol == "" {
-			return tp, fmt.Errorf("table %s has no ldp_privatize metadata, so params must give mechanism, randomiser, eps_x, eps_y, K, features_col and label_col", table)
+			return fmt.Errorf("table %s has no ldp_privatize metadata, so params must give mechanism, randomiser, eps_x, eps_y, K, features_col and label_col", table)
 		}
 	}
 	if tp.Objective == "clean" {
 		if tp.Mechanism == "" || tp.FeaturesCol == "" || tp.LabelCol == "" || tp.K == 0 {
-			return tp, errors.New("objective 'clean' needs mechanism, features_col, label_col and K")
+			return errors.New("objective 'clean' needs mechanism, features_col, label_col and K")
 		}
 		if tp.EpsX != nil || tp.EpsY != nil {
-			return tp, errors.New("objective 'clean' trains on raw data: eps_x and eps_y do not apply")
+			return errors.New("objective 'clean' trains on raw data: eps_x and eps_y do not apply")
 		}
 	}
+	return nil
+}
+
+// checkTrainPrivacy checks the privacy parameters (K, eps_x, eps_y, eps_c) and fills in the defaults of
+// randomiser and val_fraction.
+func checkTrainPrivacy(tp *trainParams) error {
 	if tp.Randomiser == "" {
 		tp.Randomiser = mechanisms.RandomiserLaplace
 	}
 	if tp.K < 2 {
-		return tp, fmt.Errorf("K = %d must be at least 2", tp.K)
+		return fmt.Errorf("K = %d must be at least 2", tp.K)
 	}
 	for _, e := range []*float64{tp.EpsX, tp.EpsY} {
 		if e != nil && (math.IsNaN(*e) || *e <= 0) {
-			return tp, fmt.Errorf("eps_x and eps_y must be > 0, got %v", *e)
+			return fmt.Errorf("eps_x and eps_y must be > 0, got %v", *e)
 		}
 	}
 	if tp.ValFraction == nil {
@@ -298,70 +326,82 @@ func (c *classifiers) resolveParams(ctx *sql.Context, table, rawParams string) (
 		tp.ValFraction = &def
 	}
 	if f := *tp.ValFraction; !(f >= 0 && f < 0.5) {
-		return tp, fmt.Errorf("val_fraction = %v must be in [0, 0.5) (0: no validation split, the whole epoch budget and the last model)", f)
+		return fmt.Errorf("val_fraction = %v must be in [0, 0.5) (0: no validation split, the whole epoch budget and the last model)", f)
 	}
 	if tp.ValidationTable != "" {
 		if tp.EpsC == 0 {
 			tp.EpsC = 1
 		}
 		if math.IsNaN(tp.EpsC) || tp.EpsC <= 0 || tp.EpsC > mechanisms.MaxEpsilon {
-			return tp, fmt.Errorf("eps_c = %v must be in (0, %v]", tp.EpsC, mechanisms.MaxEpsilon)
+			return fmt.Errorf("eps_c = %v must be in (0, %v]", tp.EpsC, mechanisms.MaxEpsilon)
 		}
 	} else if tp.EpsC != 0 {
-		return tp, errors.New("eps_c is the privacy of the validation bits: it needs validation_table")
+		return errors.New("eps_c is the privacy of the validation bits: it needs validation_table")
 	}
+	return nil
+}
+
+// checkModelName names the model (by default after the table) and refuses a name taken by a mechanism
+// model, or by a classifier unless params say replace.
+func (c *classifiers) checkModelName(ctx *sql.Context, tp *trainParams, name string) error {
 	if tp.Model == "" {
 		tp.Model = name + "_classifier"
 	}
 	if err := checkName("model", tp.Model); err != nil {
-		return tp, err
+		return err
 	}
 	if existing, err := c.p.e.Catalog.Model(ctx, tp.Model); err == nil {
 		if existing.Plugin != ClassifierPlugin {
-			return tp, fmt.Errorf("model name %q is taken by a %s mechanism model", tp.Model, existing.Plugin)
+			return fmt.Errorf("model name %q is taken by a %s mechanism model", tp.Model, existing.Plugin)
 		}
 		if !tp.Replace {
-			return tp, fmt.Errorf("a classifier called %q exists; choose another \"model\" or set \"replace\": true", tp.Model)
+			return fmt.Errorf("a classifier called %q exists; choose another \"model\" or set \"replace\": true", tp.Model)
 		}
 	}
+	return nil
+}
+
+// checkObjectiveInputs checks that the objective fits the mechanism and randomiser, and that its tables
+// and columns can be read.
+func (c *classifiers) checkObjectiveInputs(ctx *sql.Context, tp *trainParams, table string) error {
 	mech, err := c.p.mechs.resolve(ctx, tp.Mechanism)
 	if err != nil {
-		return tp, err
+		return err
 	}
 	set, err := outputSet(mech.desc)
 	if err != nil {
-		return tp, err
+		return err
 	}
 	switch tp.Objective {
 	case "marginal":
 		if _, ok := set.(mechanisms.L1Ball); !ok || tp.Randomiser != mechanisms.RandomiserLaplace {
-			return tp, fmt.Errorf("objective 'marginal' models Laplace noise on an l1-ball mechanism; %q with randomiser %q is not one (use 'forward')", tp.Mechanism, tp.Randomiser)
+			return fmt.Errorf("objective 'marginal' models Laplace noise on an l1-ball mechanism; %q with randomiser %q is not one (use 'forward')", tp.Mechanism, tp.Randomiser)
 		}
 		if tp.AuxTable == "" {
-			return tp, errors.New("objective 'marginal' needs aux_table: the clean auxiliary rows whose latents form the prior")
+			return errors.New("objective 'marginal' needs aux_table: the clean auxiliary rows whose latents form the prior")
 		}
 		if tp.AuxFeaturesCol == "" {
 			tp.AuxFeaturesCol = tp.FeaturesCol
 		}
 		if err := c.p.exec(ctx, fmt.Sprintf("SELECT %s FROM %s LIMIT 1", quoteCol(tp.AuxFeaturesCol), quoteTable(tp.AuxTable))); err != nil {
-			return tp, fmt.Errorf("reading aux_table %s.%s: %w", tp.AuxTable, tp.AuxFeaturesCol, err)
+			return fmt.Errorf("reading aux_table %s.%s: %w", tp.AuxTable, tp.AuxFeaturesCol, err)
 		}
 	case "em":
 		if tp.Randomiser != mechanisms.RandomiserLaplace {
-			return tp, fmt.Errorf("objective 'em' models per-coordinate Laplace noise; randomiser %q is not supported (use 'forward')", tp.Randomiser)
+			return fmt.Errorf("objective 'em' models per-coordinate Laplace noise; randomiser %q is not supported (use 'forward')", tp.Randomiser)
 		}
 		if tp.AuxTable != "" {
-			return tp, errors.New("aux_table is only used by objective 'marginal'")
+			return errors.New("aux_table is only used by objective 'marginal'")
 		}
 	default:
 		if tp.AuxTable != "" {
-			return tp, errors.New("aux_table is only used by objective 'marginal'")
+			return errors.New("aux_table is only used by objective 'marginal'")
 		}
 	}
 	if err := c.p.exec(ctx, fmt.Sprintf("SELECT %s, %s FROM %s LIMIT 1", quoteCol(tp.FeaturesCol), quoteCol(tp.LabelCol), quoteTable(table))); err != nil {
-		return tp, fmt.Errorf("reading %s: %w", table, err)
+		return fmt.Errorf("reading %s: %w", table, err)
 	}
-	return tp, nil
+	return nil
 }
 
 // mergeMeta fills tp from the table's metadata, refusing contradictions.
@@ -432,22 +472,9 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 	if err != nil {
 		return err
 	}
-	feats, labels, err := c.readLabelled(ctx, fn, table, tp.FeaturesCol, tp.LabelCol, tp.K)
+	feats, labels, err := c.readTrainingRows(ctx, fn, table, tp, mech, set)
 	if err != nil {
 		return err
-	}
-	if tp.Objective == "clean" {
-		if feats, err = encodeClipped(ctx, mech, set, feats); err != nil {
-			return err
-		}
-	}
-	for i, v := range feats {
-		if len(v) != mech.desc.OutputDim {
-			return fmt.Errorf("%s: row %d of %s has %d values; mechanism %q releases %d", fn, i+1, table, len(v), tp.Mechanism, mech.desc.OutputDim)
-		}
-	}
-	if len(feats) < 10 {
-		return fmt.Errorf("%s: %s has %d rows; at least 10 are needed to train and validate", fn, table, len(feats))
 	}
 	trainIdx, valIdx := splitRows(len(feats), *tp.ValFraction, tp.Seed)
 	pick := func(idx []int) ([][]float32, []int) {
@@ -457,15 +484,54 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 		}
 		return x, y
 	}
-	xTrain, yTrain := pick(trainIdx)
-	xVal, yVal := pick(valIdx)
+	var d trainingSplit
+	d.xTrain, d.yTrain = pick(trainIdx)
+	d.xVal, d.yVal = pick(valIdx)
+	art := classifierArtifact{Format: classifierFormat, Objective: tp.Objective, Mechanism: tp.Mechanism,
+		InputDim: mech.desc.InputDim, OutputDim: mech.desc.OutputDim, K: tp.K}
+	if err := c.fit(ctx, fn, table, &tp, mech, set, d, &art, report); err != nil {
+		return err
+	}
+	return c.store(ctx, fn, table, tp, art, len(d.xTrain), createdBy)
+}
 
-	cfgAny, err := c.trainerConfig(tp)
+// trainingSplit is the labelled rows of a training table, split into training and validation rows.
+type trainingSplit struct {
+	xTrain, xVal [][]float32
+	yTrain, yVal []int
+}
+
+// readTrainingRows reads the training table's features (encoded and clipped where objective 'clean'
+// trains on raw data) and labels, and checks their width and number.
+func (c *classifiers) readTrainingRows(ctx *sql.Context, fn, table string, tp trainParams, mech *resolvedMechanism, set mechanisms.OutputSet) ([][]float32, []int, error) {
+	feats, labels, err := c.readLabelled(ctx, fn, table, tp.FeaturesCol, tp.LabelCol, tp.K)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tp.Objective == "clean" {
+		if feats, err = encodeClipped(ctx, mech, set, feats); err != nil {
+			return nil, nil, err
+		}
+	}
+	for i, v := range feats {
+		if len(v) != mech.desc.OutputDim {
+			return nil, nil, fmt.Errorf("%s: row %d of %s has %d values; mechanism %q releases %d", fn, i+1, table, len(v), tp.Mechanism, mech.desc.OutputDim)
+		}
+	}
+	if len(feats) < 10 {
+		return nil, nil, fmt.Errorf("%s: %s has %d rows; at least 10 are needed to train and validate", fn, table, len(feats))
+	}
+	return feats, labels, nil
+}
+
+// fit trains the model of tp's objective on d and puts it into art (and the training statistics into
+// tp).
+func (c *classifiers) fit(ctx *sql.Context, fn, table string, tp *trainParams, mech *resolvedMechanism, set mechanisms.OutputSet, d trainingSplit,
+	art *classifierArtifact, report func(engine.JobProgress)) error {
+	cfgAny, err := c.trainerConfig(*tp)
 	if err != nil {
 		return err
 	}
-	art := classifierArtifact{Format: classifierFormat, Objective: tp.Objective, Mechanism: tp.Mechanism,
-		InputDim: mech.desc.InputDim, OutputDim: mech.desc.OutputDim, K: tp.K}
 	progress := func(p nn.Progress) { report(jobProgress(p)) }
 	var r [][]float64
 	if tp.Objective == "clean" {
@@ -473,6 +539,7 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 	} else {
 		r = classifier.KRRMatrix(*tp.EpsY, tp.K)
 	}
+	xTrain, yTrain, xVal, yVal := d.xTrain, d.yTrain, d.xVal, d.yVal
 	c.p.log("%s: training %s (%s) on %d rows of %s, validating on %d", fn, tp.Model, tp.Objective, len(xTrain), table, len(xVal))
 	switch tp.Objective {
 	case "marginal":
@@ -529,6 +596,11 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 			return err
 		}
 	}
+	return nil
+}
+
+// store validates the model privately (with a validation_table) and stores it in the catalog.
+func (c *classifiers) store(ctx *sql.Context, fn, table string, tp trainParams, art classifierArtifact, trainingRows int, createdBy string) error {
 	blob, err := json.Marshal(art)
 	if err != nil {
 		return err
@@ -544,7 +616,7 @@ func (c *classifiers) train(ctx *sql.Context, table string, tp trainParams, crea
 	params, _ := json.Marshal(tp)
 	sum := sha256.Sum256(blob)
 	if err := c.p.e.Catalog.PutModel(ctx, engine.Model{Name: tp.Model, Plugin: ClassifierPlugin, Params: params, TrainingTable: table,
-		TrainingRows: int64(len(xTrain)), Checksum: hex.EncodeToString(sum[:]), Artifact: blob, CreatedBy: createdBy, CreatedAt: time.Now()}); err != nil {
+		TrainingRows: int64(trainingRows), Checksum: hex.EncodeToString(sum[:]), Artifact: blob, CreatedBy: createdBy, CreatedAt: time.Now()}); err != nil {
 		return err
 	}
 	c.mu.Lock()

@@ -343,36 +343,9 @@ const privatizeTmpPrefix = engine.StagingPrefix
 // with that rename.
 func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst string, eps, lambda float64, mechanism, randomiser string, k int64) (sql.RowIter, error) {
 	const fn = "ldp_privatize"
-	if math.IsNaN(eps) || math.IsInf(eps, 0) || eps <= 0 {
-		return nil, fmt.Errorf("%s: eps = %v must be a finite number > 0", fn, eps)
-	}
-	withLabel := labelCol != ""
-	epsX, epsY := eps, 0.0
-	if withLabel {
-		if !(lambda > 0 && lambda < 1) {
-			return nil, fmt.Errorf("%s: lambda = %v must be in (0, 1): eps_x = lambda·eps goes to the features, eps_y = (1-lambda)·eps to the label", fn, lambda)
-		}
-		if k < 2 {
-			return nil, fmt.Errorf("%s: K = %d must be at least 2", fn, k)
-		}
-		epsX, epsY = splitEpsilon(eps, lambda)
-	}
-	randomiser = strings.ToLower(randomiser)
-	if randomiser == "" {
-		randomiser = mechanisms.RandomiserLaplace
-	}
-	mech, err := p.mechs.resolve(ctx, mechanism)
+	pp, err := p.privatizeParams(ctx, fn, eps, lambda, mechanism, randomiser, k, labelCol != "")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	if _, err := mech.randomiser(randomiser, epsX); err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	var krr *mechanisms.KRR
-	if withLabel {
-		if krr, err = mechanisms.NewKRR(epsY, int(k)); err != nil {
-			return nil, fmt.Errorf("%s: label: %w", fn, err)
-		}
+		return nil, err
 	}
 	dstDB, dstName := splitTable(ctx, dst)
 	if err := checkName(fn+": destination table", dstName); err != nil {
@@ -388,32 +361,11 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 	if err != nil {
 		return nil, fmt.Errorf("%s: source: %w", fn, err)
 	}
-	// Keys: the source's primary key, or a generated row number.
-	pk := srcTable.(sql.PrimaryKeyTable).PrimaryKeySchema(ctx)
-	var keyCols []*sql.Column
-	for _, i := range pk.PkOrdinals {
-		keyCols = append(keyCols, pk.Schema[i])
-	}
-	var selectCols, defs, keyNames []string
-	for _, c := range keyCols {
-		selectCols = append(selectCols, quoteCol(c.Name))
-		defs = append(defs, quoteCol(c.Name)+" "+c.Type.String()+" NOT NULL")
-		keyNames = append(keyNames, quoteCol(c.Name))
-	}
-	if len(keyCols) == 0 {
-		defs = append(defs, "`row_id` BIGINT NOT NULL")
-		keyNames = append(keyNames, "`row_id`")
-	}
-	selectCols = append(selectCols, quoteCol(featuresCol))
-	defs = append(defs, quoteCol(featuresCol)+" LONGBLOB NOT NULL")
-	if withLabel {
-		selectCols = append(selectCols, quoteCol(labelCol))
-		defs = append(defs, quoteCol(labelCol)+" INT NOT NULL")
-	}
-	meta := PrivatizeMetadata{Source: src, Mechanism: mechanism, Randomiser: randomiser, Epsilon: eps, Lambda: lambda,
-		EpsX: epsX, EpsY: epsY, FeaturesCol: featuresCol, OutputDim: mech.desc.OutputDim,
-		OutputSet: mech.desc.OutputSet.Describe()}
-	if withLabel {
+	layout := privatizeDestination(ctx, srcTable, featuresCol, labelCol)
+	meta := PrivatizeMetadata{Source: src, Mechanism: mechanism, Randomiser: pp.randomiser, Epsilon: eps, Lambda: lambda,
+		EpsX: pp.epsX, EpsY: pp.epsY, FeaturesCol: featuresCol, OutputDim: pp.mech.desc.OutputDim,
+		OutputSet: pp.mech.desc.OutputSet.Describe()}
+	if pp.withLabel {
 		meta.K, meta.LabelCol = int(k), labelCol
 	} else {
 		meta.Lambda = 1
@@ -421,53 +373,148 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 	if meta.MechanismSHA256, meta.ModelSHA256, err = p.mechanismDigests(ctx, mechanism); err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)
 	}
-	metaJSON, _ := json.Marshal(map[string]any{"ldp_privatize": meta})
-
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:])
-	tmpName := privatizeTmpPrefix + dstName + "_" + hex.EncodeToString(suffix[:])
-	create := fmt.Sprintf("CREATE TABLE %s.%s (%s, PRIMARY KEY (%s)) COMMENT=%s", quoteCol(dstDB), quoteCol(tmpName),
-		strings.Join(defs, ", "), strings.Join(keyNames, ", "), sqlString(string(metaJSON)))
-	if err := p.exec(ctx, create); err != nil {
-		return nil, fmt.Errorf("%s: creating the destination: %w", fn, err)
+	tmpName, err := p.createStaging(ctx, fn, dstDB, dstName, layout, meta)
+	if err != nil {
+		return nil, err
 	}
 	dropTmp := func() { _ = p.exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s.%s", quoteCol(dstDB), quoteCol(tmpName))) }
 	start := time.Now()
 	var n int64
 	var charges []engine.Charge
+	nKeys := len(layout.keyCols)
 	if b, protected := p.e.Ledger.Budget(engine.TableRef{Database: srcDB, Table: srcName}); protected {
-		n, err = p.privatizeRowsLedger(ctx, fn, b, srcDB, srcName, selectCols, len(keyCols), withLabel, mech, randomiser, epsX, krr, dstDB, tmpName, &charges)
+		n, err = p.privatizeRowsLedger(ctx, fn, b, srcDB, srcName, layout.selectCols, nKeys, pp.withLabel, pp.mech, pp.randomiser, pp.epsX, pp.krr, dstDB, tmpName, &charges)
 	} else {
-		n, err = p.privatizeRows(ctx, fn, srcDB, srcName, selectCols, len(keyCols), withLabel, mech, randomiser, epsX, krr, dstDB, tmpName)
+		n, err = p.privatizeRows(ctx, fn, srcDB, srcName, layout.selectCols, nKeys, pp.withLabel, pp.mech, pp.randomiser, pp.epsX, pp.krr, dstDB, tmpName)
 	}
 	if err != nil {
 		dropTmp()
 		return nil, err
 	}
-	// A protected source's charges commit in the transaction that names the destination: the
-	// destination and every charge for its rows, or neither (engine/ledger_tx.go).
+	if err := p.nameDestination(ctx, fn, dst, dstDB, tmpName, dstName, charges); err != nil {
+		dropTmp()
+		return nil, err
+	}
+	secs := time.Since(start).Seconds()
+	p.log("ldp_privatize: wrote %d rows to %s in %.1f s (%.0f rows/s), eps_x = %g, eps_y = %g", n, dst, secs, float64(n)/secs, pp.epsX, pp.epsY)
+	return sql.RowsToRowIter(sql.Row{dst, n, secs, float64(n) / secs, pp.epsX, pp.epsY}), nil
+}
+
+// privatizeParams is what ldp_privatize releases with: the mechanism and randomiser for the features at
+// eps_x, and k-RR for the label at eps_y.
+type privatizeParams struct {
+	mech       *resolvedMechanism
+	randomiser string
+	krr        *mechanisms.KRR // nil without a label
+	epsX, epsY float64
+	withLabel  bool
+}
+
+// privatizeParams checks ldp_privatize's privacy parameters and resolves its mechanism.
+func (p *procedures) privatizeParams(ctx *sql.Context, fn string, eps, lambda float64, mechanism, randomiser string, k int64, withLabel bool) (*privatizeParams, error) {
+	if math.IsNaN(eps) || math.IsInf(eps, 0) || eps <= 0 {
+		return nil, fmt.Errorf("%s: eps = %v must be a finite number > 0", fn, eps)
+	}
+	pp := &privatizeParams{epsX: eps, withLabel: withLabel}
+	if withLabel {
+		if !(lambda > 0 && lambda < 1) {
+			return nil, fmt.Errorf("%s: lambda = %v must be in (0, 1): eps_x = lambda·eps goes to the features, eps_y = (1-lambda)·eps to the label", fn, lambda)
+		}
+		if k < 2 {
+			return nil, fmt.Errorf("%s: K = %d must be at least 2", fn, k)
+		}
+		pp.epsX, pp.epsY = splitEpsilon(eps, lambda)
+	}
+	pp.randomiser = strings.ToLower(randomiser)
+	if pp.randomiser == "" {
+		pp.randomiser = mechanisms.RandomiserLaplace
+	}
+	var err error
+	if pp.mech, err = p.mechs.resolve(ctx, mechanism); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	if _, err := pp.mech.randomiser(pp.randomiser, pp.epsX); err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	if withLabel {
+		if pp.krr, err = mechanisms.NewKRR(pp.epsY, int(k)); err != nil {
+			return nil, fmt.Errorf("%s: label: %w", fn, err)
+		}
+	}
+	return pp, nil
+}
+
+// destinationLayout is the columns ldp_privatize reads from its source and writes to its destination:
+// the source's primary key (or a generated row_id), the released features and the released label.
+type destinationLayout struct {
+	keyCols    []*sql.Column // the source's primary key (none: row_id is generated)
+	selectCols []string      // what is read from the source: the key, the features, the label
+	defs       []string      // the destination's column definitions
+	keyNames   []string      // the destination's primary key
+}
+
+// privatizeDestination lays out ldp_privatize's destination for source table src.
+func privatizeDestination(ctx *sql.Context, src sql.Table, featuresCol, labelCol string) destinationLayout {
+	var l destinationLayout
+	pk := src.(sql.PrimaryKeyTable).PrimaryKeySchema(ctx)
+	for _, i := range pk.PkOrdinals {
+		l.keyCols = append(l.keyCols, pk.Schema[i])
+	}
+	for _, c := range l.keyCols {
+		l.selectCols = append(l.selectCols, quoteCol(c.Name))
+		l.defs = append(l.defs, quoteCol(c.Name)+" "+c.Type.String()+" NOT NULL")
+		l.keyNames = append(l.keyNames, quoteCol(c.Name))
+	}
+	if len(l.keyCols) == 0 {
+		l.defs = append(l.defs, "`row_id` BIGINT NOT NULL")
+		l.keyNames = append(l.keyNames, "`row_id`")
+	}
+	l.selectCols = append(l.selectCols, quoteCol(featuresCol))
+	l.defs = append(l.defs, quoteCol(featuresCol)+" LONGBLOB NOT NULL")
+	if labelCol != "" {
+		l.selectCols = append(l.selectCols, quoteCol(labelCol))
+		l.defs = append(l.defs, quoteCol(labelCol)+" INT NOT NULL")
+	}
+	return l
+}
+
+// createStaging creates ldp_privatize's temporary destination, with meta in its comment, and returns
+// its name (engine.StagingPrefix: nothing can read it).
+func (p *procedures) createStaging(ctx *sql.Context, fn, dstDB, dstName string, layout destinationLayout, meta PrivatizeMetadata) (string, error) {
+	metaJSON, _ := json.Marshal(map[string]any{"ldp_privatize": meta})
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	tmpName := privatizeTmpPrefix + dstName + "_" + hex.EncodeToString(suffix[:])
+	create := fmt.Sprintf("CREATE TABLE %s.%s (%s, PRIMARY KEY (%s)) COMMENT=%s", quoteCol(dstDB), quoteCol(tmpName),
+		strings.Join(layout.defs, ", "), strings.Join(layout.keyNames, ", "), sqlString(string(metaJSON)))
+	if err := p.exec(ctx, create); err != nil {
+		return "", fmt.Errorf("%s: creating the destination: %w", fn, err)
+	}
+	return tmpName, nil
+}
+
+// nameDestination renames the temporary destination to dstName (dst as the user named it). A protected source's charges commit
+// in the transaction that names the destination: the destination and every charge for its rows, or
+// neither (engine/ledger_tx.go). On an error the caller drops the temporary table.
+func (p *procedures) nameDestination(ctx *sql.Context, fn, dst, dstDB, tmpName, dstName string, charges []engine.Charge) error {
 	rctx := ctx
 	if len(charges) > 0 {
 		rctx = engine.WithChargesOnWrite(ctx)
 		if _, err := p.e.Ledger.Defer(rctx, user(ctx), charges); err != nil {
-			dropTmp()
-			return nil, fmt.Errorf("%s: %w", fn, err)
+			return fmt.Errorf("%s: %w", fn, err)
 		}
 	}
 	if err := p.renameIn(rctx, dstDB, tmpName, dstName); err != nil {
-		dropTmp()
-		return nil, fmt.Errorf("%s: naming the destination %s: %w", fn, dst, err)
+		return fmt.Errorf("%s: naming the destination %s: %w", fn, dst, err)
 	}
 	if left := engine.TakeCharges(rctx); len(left) > 0 {
 		// The rename did not take them (it always does): never leave the destination uncharged.
 		if err := p.e.Ledger.Charge(ctx, user(ctx), left); err != nil {
 			_ = p.exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s.%s", quoteCol(dstDB), quoteCol(dstName)))
-			return nil, fmt.Errorf("%s: %w", fn, err)
+			return fmt.Errorf("%s: %w", fn, err)
 		}
 	}
-	secs := time.Since(start).Seconds()
-	p.log("ldp_privatize: wrote %d rows to %s in %.1f s (%.0f rows/s), eps_x = %g, eps_y = %g", n, dst, secs, float64(n)/secs, epsX, epsY)
-	return sql.RowsToRowIter(sql.Row{dst, n, secs, float64(n) / secs, epsX, epsY}), nil
+	return nil
 }
 
 // splitEpsilon is ldp_privatize's eps_x = λε and eps_y = (1 − λ)ε, each rounded to 15 significant
