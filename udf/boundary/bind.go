@@ -1,6 +1,6 @@
 package boundary
 
-// The binding. engine.Ledger keeps the budgets and the record of releases; this file makes every
+// How it works. engine.Ledger keeps the budgets and the record of releases; this package makes every
 // LDP_ENCODE, LDP_ENCODE_JSON, FLIP_LABEL and LDP_LAPLACE — and, with aggregate.go, every
 // PRIVATE_ACCURACY and RR_FREQUENCY — of a protected table's data go through it:
 //
