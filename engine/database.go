@@ -148,6 +148,9 @@ func (d *Database) CreateTable(ctx *sql.Context, name string, schema sql.Primary
 	}
 	create := fmt.Sprintf("CREATE TABLE %s (%s)", qualified, strings.Join(cols, ", "))
 	stmts = append([]string{create}, stmts...)
+	if idx := uniqueIndexFor(d.name, name, schema); idx != "" {
+		stmts = append(stmts, idx)
+	}
 	if comment != "" {
 		stmts = append(stmts, fmt.Sprintf("COMMENT ON TABLE %s IS %s", qualified, quoteString(comment)))
 	}
@@ -212,11 +215,16 @@ func (d *Database) RenameTable(ctx *sql.Context, oldName, newName string) error 
 	if _, exists := d.tables[strings.ToLower(newName)]; exists {
 		return sql.ErrTableAlreadyExists.New(newName)
 	}
-	stmt := fmt.Sprintf("ALTER TABLE %s.%s RENAME TO %s", quoteIdent(d.name), quoteIdent(def.name), quoteIdent(newName))
+	stmts := []string{fmt.Sprintf("ALTER TABLE %s.%s RENAME TO %s", quoteIdent(d.name), quoteIdent(def.name), quoteIdent(newName))}
+	if idx := uniqueIndexFor(d.name, newName, def.schema); idx != "" {
+		// DuckDB renames no table with an index on it: the collated key's index is made again.
+		stmts = []string{fmt.Sprintf("DROP INDEX IF EXISTS %s.%s", quoteIdent(d.name), quoteIdent(collatedKeyIndex(def.name))), stmts[0], idx}
+	}
 	// A protected table's budget and record, and the table's default mechanisms, follow it, in the same
 	// transaction.
 	from, to := TableRef{Database: d.name, Table: def.name}, TableRef{Database: d.name, Table: newName}
-	stmts := append([]string{stmt, defaultsRenameStatement(from, to)}, d.p.ledger.renameStatements(from, to)...)
+	stmts = append(stmts, defaultsRenameStatement(from, to))
+	stmts = append(stmts, d.p.ledger.renameStatements(from, to)...)
 	if by, charges := takeCharges(ctx); len(charges) > 0 {
 		// ldp_privatize naming its destination: the rename and the charges for its rows commit
 		// together (ledger_tx.go).

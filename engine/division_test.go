@@ -4,10 +4,12 @@ import (
 	"testing"
 
 	"github.com/dolthub/go-mysql-server/sql"
+
+	"github.com/ldpsql/ldpsql/engine"
 )
 
 // MySQL's division by zero: NULL with warning 1365 in a SELECT, and, with ERROR_FOR_DIVISION_BY_ZERO
-// and a strict mode, error 1365 for INSERT, REPLACE, UPDATE and ON DUPLICATE KEY UPDATE unless IGNORE.
+// (in the default sql_mode, as in MySQL 8's) and a strict mode, error 1365 for INSERT, REPLACE, UPDATE and ON DUPLICATE KEY UPDATE unless IGNORE.
 func TestDivisionByZero(t *testing.T) {
 	q, must := memorySQL(t)
 	is1365 := func(stmt string) {
@@ -21,7 +23,13 @@ func TestDivisionByZero(t *testing.T) {
 	must("CREATE TABLE dz (id INT PRIMARY KEY, a DOUBLE, b INT)")
 	must("INSERT INTO dz VALUES (1, 1, 1)")
 
-	// GMS's default sql_mode has no ERROR_FOR_DIVISION_BY_ZERO: NULL and a warning, as MySQL without it.
+	if got := must("SELECT @@sql_mode"); got != "[["+engine.DefaultSQLMode+"]]" {
+		t.Errorf("the default sql_mode is %s; want MySQL 8's flags %s", got, engine.DefaultSQLMode)
+	}
+	is1365("INSERT INTO dz VALUES (2, 1/0, 0)") // the default, as MySQL 8's
+
+	// Without ERROR_FOR_DIVISION_BY_ZERO: NULL and a warning, as MySQL without it.
+	must("SET sql_mode = 'NO_ENGINE_SUBSTITUTION,ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES'")
 	must("INSERT INTO dz VALUES (2, 1/0, 0)")
 	if got := must("SHOW WARNINGS"); got != "[[Warning 1365 Division by 0]]" {
 		t.Errorf("warnings after INSERT of 1/0: %s", got)
@@ -58,10 +66,11 @@ func TestDivisionByZero(t *testing.T) {
 // The wrapped divisions keep GMS's arithmetic: decimal precision, nested divisions, integer division.
 func TestStrictDivisionKeepsResults(t *testing.T) {
 	_, must := memorySQL(t)
+	must("SET sql_mode = 'STRICT_TRANS_TABLES'")
 	must("CREATE TABLE r (id INT PRIMARY KEY, d DECIMAL(20,10), f DOUBLE, i BIGINT)")
 	must("INSERT INTO r VALUES (1, 1/3, 10/4/5, 7 DIV 2), (2, (1/3)/7, 2.5 % 1, MOD(-7, 3))")
 	want := must("SELECT id, d, f, i FROM r ORDER BY id")
-	must("SET sql_mode = CONCAT(@@sql_mode, ',ERROR_FOR_DIVISION_BY_ZERO')")
+	must("SET sql_mode = 'ERROR_FOR_DIVISION_BY_ZERO,STRICT_TRANS_TABLES'")
 	must("CREATE TABLE r2 (id INT PRIMARY KEY, d DECIMAL(20,10), f DOUBLE, i BIGINT)")
 	must("INSERT INTO r2 VALUES (1, 1/3, 10/4/5, 7 DIV 2), (2, (1/3)/7, 2.5 % 1, MOD(-7, 3))")
 	if got := must("SELECT id, d, f, i FROM r2 ORDER BY id"); got != want {

@@ -36,8 +36,15 @@ func (t *Table) primaryIndex() *primaryIndex {
 	return idx
 }
 
-// GetIndexes implements sql.IndexAddressable.
+// GetIndexes implements sql.IndexAddressable. A key with an insensitive string column (mysql8.go)
+// is not offered: its ranges are GMS's collation's, which a DuckDB predicate cannot state, so GMS
+// filters a scan instead.
 func (t *Table) GetIndexes(*sql.Context) ([]sql.Index, error) {
+	for _, i := range t.def.schema.PkOrdinals {
+		if isInsensitiveString(t.def.schema.Schema[i].Type) {
+			return nil, nil
+		}
+	}
 	if idx := t.primaryIndex(); idx != nil {
 		return []sql.Index{idx}, nil
 	}

@@ -577,6 +577,7 @@ func (e *Engine) installServerBoundary() {
 	}})
 	e.publishSecureFilePriv()
 	enableLocalInfile()
+	setMySQL8Defaults()
 	e.confineProcessList()
 	e.confineColumnStatistics()
 }

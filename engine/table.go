@@ -58,7 +58,7 @@ func (t *Table) Schema(*sql.Context) sql.Schema {
 func (t *Table) PrimaryKeySchema(*sql.Context) sql.PrimaryKeySchema { return t.def.schema }
 
 // Collation implements sql.Table.
-func (t *Table) Collation() sql.CollationID { return sql.Collation_Default }
+func (t *Table) Collation() sql.CollationID { return tableCollation(t.def.schema.Schema) }
 
 // Comment implements sql.CommentedTable.
 func (t *Table) Comment() string { return t.def.comment }

@@ -256,15 +256,24 @@ func (e *tableEditor) Insert(ctx *sql.Context, row sql.Row) error {
 // makes it scan the table for every row an UPDATE or DELETE touches. Without a primary key every column
 // is the key and the match is limited to one physical row (rowid), so deleting one of two equal rows
 // deletes one.
-func (e *tableEditor) keyPredicate() string {
+//
+// collated compares insensitive string key columns as their collation does, through the expression of
+// the key's unique index (uniqueIndexFor): an upsert's lookup of 'ALICE' finds 'alice'. UPDATE and
+// DELETE match the stored bytes they read.
+func (e *tableEditor) keyPredicate(collated bool) string {
 	hasPK := len(e.t.def.schema.PkOrdinals) > 0
 	var conds []string
 	for _, i := range e.keyCols {
+		col := e.t.def.schema.Schema[i]
 		op := " IS NOT DISTINCT FROM ?"
 		if hasPK {
 			op = " = ?"
 		}
-		conds = append(conds, quoteIdent(e.t.def.schema.Schema[i].Name)+op)
+		if hasPK && collated && isInsensitiveString(col.Type) {
+			conds = append(conds, "lower(strip_accents("+quoteIdent(col.Name)+")) = lower(strip_accents(?))")
+			continue
+		}
+		conds = append(conds, quoteIdent(col.Name)+op)
 	}
 	where := strings.Join(conds, " AND ")
 	if hasPK {
@@ -304,7 +313,7 @@ func (e *tableEditor) Delete(ctx *sql.Context, row sql.Row) error {
 		return err
 	}
 	if e.deleteSQL == nil {
-		q := fmt.Sprintf("DELETE FROM %s WHERE %s", e.t.qualified(), e.keyPredicate())
+		q := fmt.Sprintf("DELETE FROM %s WHERE %s", e.t.qualified(), e.keyPredicate(false))
 		if e.deleteSQL, err = e.conn.PrepareContext(ctx, q); err != nil {
 			return err
 		}
@@ -340,7 +349,7 @@ func (e *tableEditor) Update(ctx *sql.Context, old, new sql.Row) error {
 		for _, c := range e.t.def.schema.Schema {
 			sets = append(sets, quoteIdent(c.Name)+" = ?")
 		}
-		q := fmt.Sprintf("UPDATE %s SET %s WHERE %s", e.t.qualified(), strings.Join(sets, ", "), e.keyPredicate())
+		q := fmt.Sprintf("UPDATE %s SET %s WHERE %s", e.t.qualified(), strings.Join(sets, ", "), e.keyPredicate(false))
 		if e.updateSQL, err = e.conn.PrepareContext(ctx, q); err != nil {
 			return err
 		}
@@ -379,7 +388,8 @@ func (e *tableEditor) translate(err error) error {
 		return nil
 	}
 	msg := err.Error()
-	if strings.Contains(msg, "PRIMARY KEY or UNIQUE constraint") || strings.Contains(msg, "violates primary key constraint") {
+	if strings.Contains(msg, "PRIMARY KEY or UNIQUE constraint") || strings.Contains(msg, "violates primary key constraint") ||
+		strings.Contains(msg, "violates unique constraint") { // the collated key's index (uniqueIndexFor)
 		key := "?"
 		if m := duckDupKey.FindStringSubmatch(msg); m != nil {
 			key = m[1]

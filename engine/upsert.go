@@ -115,7 +115,7 @@ func (e *tableEditor) rowByKey(ctx *sql.Context, vals []driver.Value) (sql.Row, 
 		for i, c := range schema {
 			cols[i] = quoteIdent(c.Name)
 		}
-		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(cols, ", "), e.t.qualified(), e.keyPredicate())
+		q := fmt.Sprintf("SELECT %s FROM %s WHERE %s", strings.Join(cols, ", "), e.t.qualified(), e.keyPredicate(true))
 		var err error
 		if e.selectSQL, err = e.conn.PrepareContext(ctx, q); err != nil {
 			return nil, err

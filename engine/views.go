@@ -116,13 +116,15 @@ func (d *Database) forgetViews() {
 	d.mu.Unlock()
 }
 
-// GetCollation implements sql.CollatedDatabase. ldpsql databases use the server default collation.
-func (d *Database) GetCollation(*sql.Context) sql.CollationID { return sql.Collation_Default }
+// GetCollation implements sql.CollatedDatabase. ldpsql databases use the server default collation
+// (mysql8.go): a new table's string columns get it unless they name another.
+func (d *Database) GetCollation(*sql.Context) sql.CollationID { return DefaultCollation }
 
-// SetCollation implements sql.CollatedDatabase; only the default collation is accepted.
+// SetCollation implements sql.CollatedDatabase; only the default collation is accepted (GMS passes
+// its own default, sql.Collation_Default, for an ALTER DATABASE that names none).
 func (d *Database) SetCollation(_ *sql.Context, collation sql.CollationID) error {
-	if collation != sql.Collation_Default {
-		return fmt.Errorf("database %q: ldpsql supports only the default collation %s, not %s", d.name, sql.Collation_Default, collation)
+	if collation != DefaultCollation && collation != sql.Collation_Default {
+		return fmt.Errorf("database %q: ldpsql supports only the default collation %s, not %s (a column may name its own)", d.name, DefaultCollation, collation)
 	}
 	return nil
 }

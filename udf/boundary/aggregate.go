@@ -545,6 +545,9 @@ func expressionTag(ctx *sql.Context, k bindKey) string {
 			field(name + "=?")
 			continue
 		}
+		if name == "sql_mode" {
+			v = engine.MemoSQLMode(fmt.Sprint(v))
+		}
 		field(fmt.Sprintf("%s=%v", name, v))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
