@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -402,5 +403,73 @@ func TestExportRefusals(t *testing.T) {
 	wantMySQLError(t, "with --secure-file-priv NULL", err, 1290)
 	if err == nil || !strings.Contains(err.Error(), "secure_file_priv is NULL") {
 		t.Errorf("with --secure-file-priv NULL: %v", err)
+	}
+}
+
+// A table whose primary key has several columns (a text site and an integer id) round-trips: its
+// ldp_privatize release, exported as Parquet and as CSV, comes back through `ldpsql import-releases`
+// with the same key columns and the same released rows, and a classifier trains on it.
+func TestExportMultiColumnKeyRoundTrip(t *testing.T) {
+	f := newExportFixture(t)
+	mustExec(t, f.root, "CREATE TABLE d3 (site VARCHAR(10), id INT, f LONGBLOB, y INT, PRIMARY KEY (site, id))")
+	// Two sites with overlapping ids: only the pair is a key.
+	mustExec(t, f.root, "INSERT INTO d3 SELECT IF(id % 2 = 0, 'north', 'South'), id DIV 2, f, y FROM d2")
+	mustExec(t, f.root, "CALL ldp_set_budget('d3', 100)")
+	mustExec(t, f.root, "CALL ldp_privatize('d3', 'f', 'y', 'd3_pca', 8, 0.7, 'pca2', 'laplace', 4)")
+	type key struct {
+		site string
+		id   int64
+	}
+	released := func(table, features, label string) map[key]string {
+		t.Helper()
+		rows, err := f.root.Query(fmt.Sprintf("SELECT site, id, HEX(%s), %s FROM %s", features, label, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[key]string{}
+		for rows.Next() {
+			var k key
+			var hex string
+			var y int64
+			if err := rows.Scan(&k.site, &k.id, &hex, &y); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = fmt.Sprintf("%s/%d", hex, y)
+		}
+		return out
+	}
+	want := released("d3_pca", "f", "y")
+	if len(want) != 1500 {
+		t.Fatalf("d3_pca has %d rows", len(want))
+	}
+	for _, file := range []string{"d3_pca.parquet", "d3_pca.csv"} {
+		format := strings.TrimPrefix(filepath.Ext(file), ".")
+		mustExec(t, f.analyst, fmt.Sprintf("CALL ldp_export('d3_pca', '%s', '%s')", file, format))
+		table := "d3_back_" + format
+		r := runLdpsql(t, nil, "", "import-releases", "--addr", f.s.addr, "--in", filepath.Join(f.files, file), "--table", table)
+		if r.code != 0 || !strings.Contains(r.stdout, "imported 1500 releases") {
+			t.Fatalf("import-releases %s: exit %d\n%s%s", file, r.code, r.stdout, r.stderr)
+		}
+		var keyCols string
+		if err := f.root.QueryRow("SELECT GROUP_CONCAT(column_name ORDER BY ordinal_position) FROM information_schema.columns WHERE table_name = ? AND column_key = 'PRI'", table).Scan(&keyCols); err != nil {
+			t.Fatal(err)
+		}
+		if keyCols != "site,id" {
+			t.Errorf("%s: primary key (%s), want (site,id)", table, keyCols)
+		}
+		got := released(table, "features", "label")
+		if len(got) != len(want) {
+			t.Errorf("%s: %d rows, want %d", table, len(got), len(want))
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Fatalf("%s: row %v is %q, d3_pca's %q", table, k, got[k], v)
+			}
+		}
+	}
+	j := trainClassifier(t, f.root, "d3_back_parquet", `{"model": "m_d3", "objective": "forward", "epochs": 30, "seed": 3}`)
+	if j.state != "succeeded" {
+		t.Fatalf("TRAIN_NOISY_CLASSIFIER on the imported multi-column-key export: %s: %s", j.state, j.errMsg)
 	}
 }

@@ -21,8 +21,11 @@ import (
 // PREDICT work on it.
 func importReleasesCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("import-releases", `Load releases made with ldpsql privatize into a new table that TRAIN_NOISY_CLASSIFIER and
-PREDICT treat as an ldp_privatize table: columns id, features (the released vector) and the released
-label, and the release metadata in the table's comment. The releases are a CSV file with its
+PREDICT treat as an ldp_privatize table: its key, features (the released vector) and the released
+label, and the release metadata in the table's comment. The key is every column of the file other
+than the release and the label: one integer column becomes id (the row number when there is none);
+several, or a non-integer one, keep their names (BIGINT where every value is an integer, else a binary
+VARCHAR(255)), as ldp_export writes a table whose primary key has several columns. The releases are a CSV file with its
 .meta.json, or a Parquet file with the metadata inside (by the extension, .csv or .parquet). The
 mechanism must be registered here with the model and the dimension the releases were made with, and
 the metadata must be what privatize writes (every key, ε split as λ·eps and (1 − λ)·eps, the row
@@ -99,6 +102,15 @@ count); anything that does not match is an error and nothing is written.`,
 	if err != nil {
 		return err
 	}
+	keyInt := make([]bool, len(rr.keyAt)) // which key columns hold integers only
+	for i := range keyInt {
+		keyInt[i] = true
+	}
+	rr.onKey = func(i int, cell any) {
+		if _, err := rowfile.Int(cell); err != nil {
+			keyInt[i] = false
+		}
+	}
 	rows := 0
 	for ; ; rows++ {
 		if _, err := rr.next(); err == io.EOF {
@@ -118,6 +130,7 @@ count); anything that does not match is an error and nothing is written.`,
 	if rr, err = newReleaseReader(again, *in, meta, desc.OutputDim); err != nil {
 		return err
 	}
+	rr.keyInt = keyInt
 	lambda := meta.Lambda
 	if meta.Label == "" {
 		lambda = 1
@@ -125,8 +138,9 @@ count); anything that does not match is an error and nothing is written.`,
 	pm := udf.PrivatizeMetadata{Source: "client releases " + meta.SHA256, Mechanism: meta.Mechanism, Randomiser: meta.Randomiser,
 		Epsilon: meta.Eps, Lambda: lambda, EpsX: meta.EpsX, EpsY: meta.EpsY, FeaturesCol: "features", OutputDim: desc.OutputDim, OutputSet: set,
 		MechanismSHA256: meta.SHA256, ModelSHA256: meta.ModelSHA}
-	cols := []string{"id", "features"}
-	defs := "id BIGINT PRIMARY KEY, features LONGBLOB NOT NULL"
+	cols, defs := rr.keyColumns()
+	cols = append(cols, "features")
+	defs += ", features LONGBLOB NOT NULL"
 	if meta.Label != "" {
 		pm.K, pm.LabelCol = meta.K, "label"
 		cols = append(cols, "label")
@@ -159,8 +173,9 @@ count); anything that does not match is an error and nothing is written.`,
 	return s.close()
 }
 
-// releaseReader reads a release file's rows as rows of the imported table (id, features, label),
-// checking each: the release's dimension, finite values, an integer id, a label among the classes.
+// releaseReader reads a release file's rows as rows of the imported table (key, features, label),
+// checking each: the release's dimension, finite values, a label among the classes, and in the second
+// pass each key value against its column's type.
 type releaseReader struct {
 	src     rowfile.Source
 	cols    []rowfile.Column
@@ -168,7 +183,9 @@ type releaseReader struct {
 	dim     int
 	zAt     []int // z1..zd, one value each; or
 	zList   int   // one list column z
-	idAt    int   // or -1: the row number is the id
+	keyAt   []int // the key's columns; none: the row number is the id
+	keyInt  []bool
+	onKey   func(i int, cell any) // sees each key value in the first pass, which finds keyInt
 	labelAt int
 	n       int64 // rows read
 }
@@ -176,7 +193,7 @@ type releaseReader struct {
 // newReleaseReader finds the columns of a release file (in, read from src): an id, the release as
 // z1..zd or as one list column z, and the label its metadata names.
 func newReleaseReader(src rowfile.Source, in string, meta releaseMeta, dim int) (*releaseReader, error) {
-	r := &releaseReader{src: src, cols: src.Columns(), meta: meta, dim: dim, zList: -1, idAt: -1, labelAt: -1}
+	r := &releaseReader{src: src, cols: src.Columns(), meta: meta, dim: dim, zList: -1, labelAt: -1}
 	for i, c := range r.cols {
 		switch {
 		case c.Kind == rowfile.KindVector && c.Name == "z" && len(r.zAt) == 0 && r.zList < 0:
@@ -185,10 +202,10 @@ func newReleaseReader(src rowfile.Source, in string, meta releaseMeta, dim int) 
 			r.zAt = append(r.zAt, i)
 		case c.Kind == rowfile.KindScalar && c.Name == meta.Label && meta.Label != "":
 			r.labelAt = i
-		case c.Kind == rowfile.KindScalar && r.idAt < 0:
-			r.idAt = i
+		case c.Kind == rowfile.KindScalar:
+			r.keyAt = append(r.keyAt, i)
 		default:
-			return nil, fmt.Errorf("%s: unexpected column %q (want an id, the release as z1..z%d or as one list column z, and the label %q)", in, c.Name, dim, meta.Label)
+			return nil, fmt.Errorf("%s: unexpected column %q (want the key, the release as z1..z%d or as one list column z, and the label %q)", in, c.Name, dim, meta.Label)
 		}
 	}
 	if r.zList < 0 && len(r.zAt) != dim {
@@ -230,13 +247,30 @@ func (r *releaseReader) next() ([]any, error) {
 			return nil, fmt.Errorf("%s: released value %d, %v, is not a finite number", at, j+1, v)
 		}
 	}
-	id := r.n
-	if r.idAt >= 0 {
-		if id, err = rowfile.Int(cells[r.idAt]); err != nil {
-			return nil, fmt.Errorf("%s: id %s is not an integer", at, rowfile.Show(cells[r.idAt]))
-		}
+	var row []any
+	if len(r.keyAt) == 0 {
+		row = append(row, r.n)
 	}
-	row := []any{id, udf.PackVector(z)}
+	for i, c := range r.keyAt {
+		cell := cells[c]
+		if cell == nil || rowfile.Text(cell) == "" {
+			return nil, fmt.Errorf("%s: key column %s is empty", at, r.cols[c].Name)
+		}
+		switch {
+		case r.onKey != nil:
+			r.onKey(i, cell)
+		case r.keyInt[i]:
+			v, err := rowfile.Int(cell)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %s %s is not an integer", at, r.cols[c].Name, rowfile.Show(cell))
+			}
+			cell = v
+		default:
+			cell = rowfile.Text(cell)
+		}
+		row = append(row, cell)
+	}
+	row = append(row, udf.PackVector(z))
 	if r.labelAt >= 0 {
 		y, err := rowfile.Int(cells[r.labelAt])
 		if err != nil || y < 0 || y >= int64(r.meta.K) {
@@ -245,4 +279,24 @@ func (r *releaseReader) next() ([]any, error) {
 		row = append(row, y)
 	}
 	return row, nil
+}
+
+// keyColumns are the imported table's key columns and their definitions, PRIMARY KEY included.
+func (r *releaseReader) keyColumns() (cols []string, defs string) {
+	if len(r.keyAt) == 0 || (len(r.keyAt) == 1 && r.keyInt[0]) {
+		return []string{"id"}, "id BIGINT PRIMARY KEY"
+	}
+	var parts, quoted []string
+	for i, c := range r.keyAt {
+		name := r.cols[c].Name
+		typ := "VARCHAR(255) COLLATE utf8mb4_0900_bin" // a key as it was, byte for byte
+		if r.keyInt[i] {
+			typ = "BIGINT"
+		}
+		cols = append(cols, name)
+		quoted = append(quoted, quoteIdent(name))
+		parts = append(parts, quoteIdent(name)+" "+typ+" NOT NULL")
+	}
+	parts = append(parts, "PRIMARY KEY ("+strings.Join(quoted, ", ")+")")
+	return cols, strings.Join(parts, ", ")
 }
