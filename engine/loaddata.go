@@ -366,20 +366,31 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 	res.RowsAffected = uint64(records)
 	info := loadInfo{records: records}
 	if staging != "" {
-		var keys []string
-		for _, i := range t.def.schema.PkOrdinals {
-			keys = append(keys, quoteIdent(schema[i].Name))
+		// Keys compare as their columns' collations (keyExpr); DuckDB's INSERT OR IGNORE / OR REPLACE
+		// know only the binary primary key, so a key with an insensitive string column is merged by
+		// NOT EXISTS, or DELETE then INSERT.
+		key := strings.Join(keyExprs(t.def.schema, ""), ", ")
+		collated := uniqueIndexFor(t.db.name, t.def.name, t.def.schema) != ""
+		order, verb, where := "", "INSERT OR IGNORE", ""
+		if collated {
+			verb = "INSERT"
+			where = fmt.Sprintf(" WHERE NOT EXISTS (SELECT 1 FROM %s t WHERE %s)", t.qualified(), keyJoin(t.def.schema, "s", "t"))
 		}
-		key := strings.Join(keys, ", ")
-		order, verb := "", "INSERT OR IGNORE"
 		if n.dup == loadDupReplace {
-			order, verb = " DESC", "INSERT OR REPLACE"
+			order, verb, where = " DESC", "INSERT OR REPLACE", ""
 			// MySQL counts a replaced row twice: deleted, then inserted.
 			var replaced int64
-			q := fmt.Sprintf("SELECT count(*) FROM (SELECT DISTINCT %s FROM temp.main.%s) s WHERE EXISTS (SELECT 1 FROM %s t WHERE %s)",
-				key, quoteIdent(staging), t.qualified(), keyJoin(keys, "s", "t"))
+			q := fmt.Sprintf("SELECT count(*) FROM (SELECT DISTINCT ON (%s) * FROM temp.main.%s) s WHERE EXISTS (SELECT 1 FROM %s t WHERE %s)",
+				key, quoteIdent(staging), t.qualified(), keyJoin(t.def.schema, "s", "t"))
 			if err := ed.conn.QueryRowContext(ctx, q).Scan(&replaced); err != nil {
 				return res, ed.translate(err)
+			}
+			if collated && replaced > 0 {
+				verb = "INSERT"
+				q := fmt.Sprintf("DELETE FROM %s t WHERE EXISTS (SELECT 1 FROM temp.main.%s s WHERE %s)", t.qualified(), quoteIdent(staging), keyJoin(t.def.schema, "s", "t"))
+				if _, err := ed.conn.ExecContext(ctx, q); err != nil {
+					return res, ed.translate(err)
+				}
 			}
 			dupInFile := int64(0)
 			q = fmt.Sprintf("SELECT count(*) - count(DISTINCT (%s)) FROM temp.main.%s", key, quoteIdent(staging))
@@ -390,8 +401,8 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 			res.RowsAffected = uint64(records + info.deleted)
 		}
 		// Of the file's rows with one key, IGNORE keeps the first and REPLACE the last.
-		q := fmt.Sprintf("%s INTO %s SELECT * EXCLUDE (ldpsql_load_pos) FROM (SELECT *, rowid AS ldpsql_load_pos FROM temp.main.%s) QUALIFY row_number() OVER (PARTITION BY %s ORDER BY ldpsql_load_pos%s) = 1",
-			verb, t.qualified(), quoteIdent(staging), key, order)
+		q := fmt.Sprintf("%s INTO %s SELECT * EXCLUDE (ldpsql_load_pos) FROM (SELECT *, rowid AS ldpsql_load_pos FROM temp.main.%s) s%s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY ldpsql_load_pos%s) = 1",
+			verb, t.qualified(), quoteIdent(staging), where, key, order)
 		r, err := ed.conn.ExecContext(ctx, q)
 		if err != nil {
 			return res, ed.translate(err)
@@ -413,10 +424,12 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 	return res, nil
 }
 
-func keyJoin(keys []string, a, b string) string {
-	conds := make([]string, len(keys))
-	for i, k := range keys {
-		conds[i] = a + "." + k + " = " + b + "." + k
+// keyJoin matches the primary keys of rows a and b as their collations compare them.
+func keyJoin(schema sql.PrimaryKeySchema, a, b string) string {
+	as, bs := keyExprs(schema, a), keyExprs(schema, b)
+	conds := make([]string, len(as))
+	for i := range as {
+		conds[i] = as[i] + " = " + bs[i]
 	}
 	return strings.Join(conds, " AND ")
 }

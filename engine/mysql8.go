@@ -99,21 +99,37 @@ func tableCollation(schema sql.Schema) sql.CollationID {
 // columns: 'alice', 'Alice' and 'Álice' are then one key, as in MySQL. (GMS's utf8mb4_0900_ai_ci equates
 // a few more characters, full-width forms for example, which this index keeps apart.)
 func uniqueIndexFor(database, table string, schema sql.PrimaryKeySchema) string {
-	var keys []string
 	insensitive := false
 	for _, i := range schema.PkOrdinals {
-		col := schema.Schema[i]
-		if isInsensitiveString(col.Type) {
-			insensitive = true
-			keys = append(keys, "(lower(strip_accents("+quoteIdent(col.Name)+")))")
-		} else {
-			keys = append(keys, quoteIdent(col.Name))
-		}
+		insensitive = insensitive || isInsensitiveString(schema.Schema[i].Type)
 	}
 	if !insensitive {
 		return ""
 	}
+	keys := keyExprs(schema, "")
+	for i, k := range keys {
+		if strings.HasPrefix(k, "lower(") {
+			keys[i] = "(" + k + ")" // an expression in an index is parenthesised
+		}
+	}
 	return fmt.Sprintf("CREATE UNIQUE INDEX %s ON %s.%s (%s)", quoteIdent(collatedKeyIndex(table)), quoteIdent(database), quoteIdent(table), strings.Join(keys, ", "))
+}
+
+// keyExprs are the DuckDB expressions of a primary key's columns (of the row alias, "" for none) that
+// compare as the columns' collations: lower(strip_accents(…)) for an insensitive string.
+func keyExprs(schema sql.PrimaryKeySchema, alias string) []string {
+	if alias != "" {
+		alias += "."
+	}
+	out := make([]string, len(schema.PkOrdinals))
+	for j, i := range schema.PkOrdinals {
+		col := schema.Schema[i]
+		out[j] = alias + quoteIdent(col.Name)
+		if isInsensitiveString(col.Type) {
+			out[j] = "lower(strip_accents(" + out[j] + "))"
+		}
+	}
+	return out
 }
 
 // collatedKeyIndex names a table's collated-key index (uniqueIndexFor).

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,5 +119,48 @@ func TestDefaultCollationIsMySQL8s(t *testing.T) {
 	}
 	if got := must("SELECT n FROM p2 WHERE name = 'ÉMILE'"); got != "[[3]]" {
 		t.Errorf("after RENAME: %s", got)
+	}
+}
+
+// LOAD DATA's duplicate keys follow the collation too: IGNORE keeps the stored 'alice' and the file's
+// first of 'Bob'/'BOB', REPLACE replaces the stored row and keeps the file's last; without either a
+// case-variant of a stored key is error 1062.
+func TestLoadDataCollatedKey(t *testing.T) {
+	dir := t.TempDir()
+	e, err := engine.Open(filepath.Join(dir, "l.duckdb"), engine.WithSecureFilePriv(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	must := func(s string) string {
+		t.Helper()
+		_, rows, err := e.Query(e.NewContext(context.Background()), s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		return fmt.Sprint(rows)
+	}
+	file := filepath.Join(dir, "p.csv")
+	if err := os.WriteFile(file, []byte("ALICE,2\nBob,3\nBOB,4\ncarol,5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ verb, want string }{
+		{"IGNORE", "[[alice 1] [Bob 3] [carol 5]]"},
+		{"REPLACE", "[[ALICE 2] [BOB 4] [carol 5]]"},
+	} {
+		must("DROP TABLE IF EXISTS p")
+		must("CREATE TABLE p (name VARCHAR(20) PRIMARY KEY, n INT)")
+		must("INSERT INTO p VALUES ('alice', 1)")
+		must(fmt.Sprintf("LOAD DATA INFILE '%s' %s INTO TABLE p FIELDS TERMINATED BY ','", file, c.verb))
+		if got := must("SELECT name, n FROM p ORDER BY name"); got != c.want {
+			t.Errorf("LOAD DATA … %s: %s; want %s", c.verb, got, c.want)
+		}
+	}
+	must("DROP TABLE p")
+	must("CREATE TABLE p (name VARCHAR(20) PRIMARY KEY, n INT)")
+	must("INSERT INTO p VALUES ('alice', 1)")
+	_, _, err = e.Query(e.NewContext(context.Background()), fmt.Sprintf("LOAD DATA INFILE '%s' INTO TABLE p FIELDS TERMINATED BY ','", file))
+	if err == nil || !strings.Contains(err.Error(), "Duplicate entry") {
+		t.Errorf("LOAD DATA of 'ALICE' over 'alice': %v; want a duplicate key", err)
 	}
 }
