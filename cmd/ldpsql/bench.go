@@ -5,6 +5,7 @@ import (
 	"context"
 	gosql "database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -28,7 +29,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "load" {
 		return benchLoadCmd(args[1:], stdout, stderr)
 	}
-	fs := newFlagSet("bench", "Measure ldpsql's throughput on this machine: INSERT rows/s into a DuckDB file, LOAD DATA LOCAL\nrows/s over the MySQL protocol, a scan of --rows labels plain vs through FLIP_LABEL, in process and\nover the MySQL protocol on loopback, and LDP_ENCODE through the built-in pca plugin against the same encoding in process (needs scripts/build.sh).",
+	fs := newFlagSet("bench", "Measure ldpsql's throughput on this machine: INSERT rows/s into a DuckDB file, LOAD DATA LOCAL\nrows/s over the MySQL protocol, pandas' to_sql rows/s, a scan of --rows labels plain vs through FLIP_LABEL, in process and\nover the MySQL protocol on loopback, and LDP_ENCODE through the built-in pca plugin against the same encoding in process (needs scripts/build.sh).",
 		`  ldpsql bench
   ldpsql bench --rows 200000
   ldpsql bench load --clients 16 --duration 30s    (concurrent clients: see ldpsql bench load --help)
@@ -36,11 +37,12 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("rows", 1_000_000, "rows in the scan benchmark")
 	repeat := fs.Int("repeat", 3, "timed repetitions of each scan (the best is reported)")
 	encodeRows := fs.Int("encode-rows", 60_000, "rows of 784 features in the LDP_ENCODE benchmark")
+	pandasRows := fs.Int("pandas-rows", 50_000, "rows pandas' to_sql writes (needs python3-pandas, python3-sqlalchemy, python3-pymysql)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *n < 1 || *repeat < 1 || *encodeRows < 1 {
-		return fmt.Errorf("--rows and --repeat must be at least 1")
+	if *n < 1 || *repeat < 1 || *encodeRows < 1 || *pandasRows < 1 {
+		return fmt.Errorf("--rows, --repeat, --encode-rows and --pandas-rows must be at least 1")
 	}
 	logrus.SetLevel(logrus.WarnLevel) // the server's per-connection log lines would interleave with the report
 	dir, err := os.MkdirTemp("", "ldpsql-bench-")
@@ -102,7 +104,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	db, stop, err := serveLoopback(e, "")
+	db, addr, stop, err := serveLoopback(e, "")
 	if err != nil {
 		return err
 	}
@@ -129,6 +131,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := benchLoadData(db, stdout, *repeat); err != nil {
+		return err
+	}
+	if err := benchPandas(addr, stdout, *pandasRows); errors.Is(err, errPandasMissing) {
+		fmt.Fprintf(stdout, "%v\n\n", err) // the rest of the report stands without it
+	} else if err != nil {
 		return err
 	}
 	return benchEncode(e, stdout, *encodeRows, *repeat)
@@ -315,22 +322,23 @@ func compare(w io.Writer, title string, n int, run func(string) (time.Duration, 
 }
 
 // serveLoopback serves e on a free loopback port and returns a go-sql-driver pool on it as root (dsn
-// options such as "interpolateParams=true" appended) and the function that closes both.
-func serveLoopback(e *engine.Engine, options string) (*gosql.DB, func(), error) {
+// options such as "interpolateParams=true" appended), the address, and the function that closes both.
+func serveLoopback(e *engine.Engine, options string) (*gosql.DB, string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	srv, err := e.Serve(engine.ServerConfig{Listener: ln})
 	if err != nil {
 		ln.Close()
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	go srv.Start()
-	db, err := gosql.Open("mysql", fmt.Sprintf("root:@tcp(%s)/ldpsql?%s", ln.Addr(), options))
+	addr := ln.Addr().String()
+	db, err := gosql.Open("mysql", fmt.Sprintf("root:@tcp(%s)/ldpsql?%s", addr, options))
 	if err != nil {
 		srv.Close()
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return db, func() { db.Close(); srv.Close() }, nil
+	return db, addr, func() { db.Close(); srv.Close() }, nil
 }

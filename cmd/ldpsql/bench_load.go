@@ -164,7 +164,7 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	}
 
 	// interpolateParams: the text protocol, one round trip per statement, as most clients send.
-	db, stop, err := serveLoopback(e, "interpolateParams=true")
+	db, _, stop, err := serveLoopback(e, "interpolateParams=true")
 	if err != nil {
 		return err
 	}
