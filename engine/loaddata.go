@@ -13,6 +13,7 @@ import (
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/analyzer"
+	"github.com/dolthub/go-mysql-server/sql/expression"
 	"github.com/dolthub/go-mysql-server/sql/plan"
 	"github.com/dolthub/go-mysql-server/sql/transform"
 	"github.com/dolthub/go-mysql-server/sql/types"
@@ -34,8 +35,10 @@ import (
 // nothing is loaded (MySQL, in strict mode, also stops at the first bad row, but LOCAL downgrades such
 // errors to warnings and loads the rest; ldpsql does not). Duplicate keys follow MySQL: without IGNORE or
 // REPLACE an error (1062), with IGNORE or LOCAL the file's row is skipped, with REPLACE it replaces the
-// stored row. Statements that need GMS's row machinery keep GMS's path: a SET clause or user variables,
-// tables with a generated column, or CHECK constraints. An AUTO_INCREMENT column takes the next value
+// stored row. User variables in the column list and a SET clause of expressions over them and literals
+// (`(@a, b, @c) SET x = @a * 2, y = NULLIF(@c, '')`) run here too: each record sets the variables in
+// the session and evaluates the SET expressions. Statements that need GMS's row machinery keep GMS's
+// path: a SET expression that reads a column, tables with a generated column, or CHECK constraints. An AUTO_INCREMENT column takes the next value
 // where its field is missing, NULL or 0, as in an INSERT.
 
 // ruleLoadData is the analyzer rule id of loadDataRule, far from GMS's own ids.
@@ -51,13 +54,8 @@ func loadDataRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Sc
 		return n, transform.SameTree, nil
 	}
 	ld, ok := ins.Source.(*plan.LoadData)
-	if !ok || len(ins.Checks()) > 0 || ld.SetExprs != nil {
+	if !ok || len(ins.Checks()) > 0 {
 		return n, transform.SameTree, nil
-	}
-	for _, v := range ld.UserVars {
-		if v != nil {
-			return n, transform.SameTree, nil
-		}
 	}
 	it, err := plan.GetInsertable(ins.Destination)
 	if err != nil {
@@ -78,19 +76,9 @@ func loadDataRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Sc
 			return n, transform.SameTree, nil
 		}
 	}
-	cols := make([]int, 0, len(schema))
-	if len(ld.ColNames) == 0 {
-		for i := range schema {
-			cols = append(cols, i)
-		}
-	} else {
-		for _, name := range ld.ColNames {
-			i := schema.IndexOfColName(name)
-			if i < 0 {
-				return nil, transform.SameTree, sql.ErrColumnNotFound.New(name)
-			}
-			cols = append(cols, i)
-		}
+	cols, vars, sets, ok, err := loadFields(ctx, ld, schema)
+	if err != nil || !ok {
+		return n, transform.SameTree, err
 	}
 	f := loadFormat{fieldTerm: ld.FieldsTerminatedBy, lineTerm: ld.LinesTerminatedBy, lineStart: ld.LinesStartingBy}
 	if ld.FieldsEnclosedBy != "" {
@@ -115,7 +103,94 @@ func loadDataRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Sc
 	if len(t.def.schema.PkOrdinals) == 0 {
 		mode = loadDupError // nothing is a duplicate
 	}
-	return &loadData{t: t, file: ld.File, local: ld.Local, format: f, ignore: ld.IgnoreNum, cols: cols, dup: mode}, transform.NewTree, nil
+	return &loadData{t: t, file: ld.File, local: ld.Local, format: f, ignore: ld.IgnoreNum, cols: cols, vars: vars, sets: sets, dup: mode}, transform.NewTree, nil
+}
+
+// loadSet is one assignment of a SET clause: column col gets expr's value.
+type loadSet struct {
+	col  int
+	expr sql.Expression
+}
+
+// loadFields reads the fields of a LOAD DATA statement: the table column each field goes to (-1 for a
+// user variable), the variable's name where it is one, and the SET clause, whose expressions read the
+// variables and the row's columns by their table positions (GMS builds them over the table). ok is
+// false for what the fast path leaves to GMS: a SET clause without a column list.
+//
+// GMS's planbuilder appends each SET column that is not in the column list to ColNames (and nil
+// entries to UserVars) after the file's fields: the file's fields are the user variables and the
+// column names before those. (A column both in the list and SET is taken as appended: its field's value
+// would be overwritten by the SET anyway, but such a file then has one field too many.)
+func loadFields(ctx *sql.Context, ld *plan.LoadData, schema sql.Schema) (cols []int, vars []string, sets []loadSet, ok bool, err error) {
+	for i, e := range ld.SetExprs {
+		if e == nil {
+			continue
+		}
+		// The columns it reads, by their position in the row the load builds.
+		e, _, err := transform.Expr(ctx, e, func(_ *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+			gf, ok := e.(*expression.GetField)
+			if !ok {
+				return e, transform.SameTree, nil
+			}
+			at := schema.IndexOfColName(gf.Name())
+			if at < 0 {
+				return nil, transform.SameTree, sql.ErrColumnNotFound.New(gf.Name())
+			}
+			return gf.WithIndex(at), transform.NewTree, nil
+		})
+		if err != nil {
+			return nil, nil, nil, false, err
+		}
+		sets = append(sets, loadSet{col: i, expr: e})
+	}
+	if len(ld.ColNames) == 0 {
+		if len(sets) > 0 {
+			return nil, nil, nil, false, nil
+		}
+		for i := range schema {
+			cols, vars = append(cols, i), append(vars, "")
+		}
+		return cols, vars, nil, true, nil
+	}
+	names := ld.ColNames
+	isSet := func(name string) bool {
+		i := schema.IndexOfColName(name)
+		return i >= 0 && ld.SetExprs != nil && ld.SetExprs[i] != nil
+	}
+	for len(names) > 0 && isSet(names[len(names)-1]) {
+		names = names[:len(names)-1]
+	}
+	fields := len(names)
+	for _, v := range ld.UserVars {
+		if v != nil {
+			fields++
+		}
+	}
+	if fields > len(ld.UserVars) {
+		return nil, nil, nil, false, nil
+	}
+	next := 0
+	for f := 0; f < fields; f++ {
+		if v := ld.UserVars[f]; v != nil {
+			sf, isSetField := v.(*expression.SetField)
+			uv, isVar := sf.LeftChild.(*expression.UserVar)
+			if !isSetField || !isVar {
+				return nil, nil, nil, false, nil
+			}
+			cols, vars = append(cols, -1), append(vars, uv.Name)
+			continue
+		}
+		if next >= len(names) {
+			return nil, nil, nil, false, nil
+		}
+		i := schema.IndexOfColName(names[next])
+		next++
+		if i < 0 {
+			return nil, nil, nil, false, sql.ErrColumnNotFound.New(names[next-1])
+		}
+		cols, vars = append(cols, i), append(vars, "")
+	}
+	return cols, vars, sets, true, nil
 }
 
 type loadDupMode int
@@ -133,7 +208,9 @@ type loadData struct {
 	local  bool
 	format loadFormat
 	ignore int64
-	cols   []int // the table column of each field
+	cols   []int    // the table column of each field, -1 for a user variable
+	vars   []string // the user variable of each field, "" for a column
+	sets   []loadSet
 	dup    loadDupMode
 }
 
@@ -247,7 +324,12 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 	// Columns without a field get their default.
 	hasField := make([]bool, len(schema))
 	for _, c := range n.cols {
-		hasField[c] = true
+		if c >= 0 {
+			hasField[c] = true
+		}
+	}
+	for _, st := range n.sets {
+		hasField[st.col] = true
 	}
 	var defaults []int
 	for i, c := range schema {
@@ -297,6 +379,18 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 		}
 		for i, fld := range fields {
 			c := n.cols[i]
+			if c < 0 {
+				// A user variable holds the field's text (NULL for \N), as MySQL's does.
+				var v any
+				var typ sql.Type = types.Null
+				if !fld.null {
+					v, typ = fld.s, types.LongText
+				}
+				if err := ctx.SetUserVariable(ctx, n.vars[i], v, typ); err != nil {
+					return res, err
+				}
+				continue
+			}
 			col := schema[c]
 			if fld.null {
 				if !col.Nullable && !col.AutoIncrement {
@@ -318,6 +412,28 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 			}
 			row[c] = v
 			if vals[c], err = toDuck(ctx, col.Type, v); err != nil {
+				return res, fmt.Errorf("column '%s' %s: %w", col.Name, where(), err)
+			}
+		}
+		for _, st := range n.sets {
+			col := schema[st.col]
+			v, err := st.expr.Eval(ctx, row) // the row so far: the file's fields
+			if err != nil {
+				return res, fmt.Errorf("SET %s %s: %w", col.Name, where(), err)
+			}
+			if v == nil && !col.Nullable && !col.AutoIncrement {
+				return res, mysql.NewSQLError(mysql.ERBadNullError, mysql.SSConstraintViolation, "Column '%s' cannot be null %s", col.Name, where())
+			}
+			if v != nil {
+				cv, inRange, err := col.Type.Convert(ctx, v)
+				if err != nil || inRange != sql.InRange {
+					return res, mysql.NewSQLError(mysql.ERTruncatedWrongValueForField, mysql.SSUnknownSQLState,
+						"Incorrect %s value: '%s' for column '%s' %s", col.Type.String(), clip(fmt.Sprint(v)), col.Name, where())
+				}
+				v = cv
+			}
+			row[st.col] = v
+			if vals[st.col], err = toDuck(ctx, col.Type, v); err != nil {
 				return res, fmt.Errorf("column '%s' %s: %w", col.Name, where(), err)
 			}
 		}
