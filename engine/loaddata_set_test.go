@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,23 +15,7 @@ import (
 // may read the record's columns, as in MySQL.
 func TestLoadDataSetAndUserVariables(t *testing.T) {
 	dir := t.TempDir()
-	e, err := engine.Open(filepath.Join(dir, "s.duckdb"), engine.WithSecureFilePriv(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	q := func(s string) (string, error) {
-		_, rows, err := e.Query(e.NewContext(context.Background()), s)
-		return fmt.Sprint(rows), err
-	}
-	must := func(s string) string {
-		t.Helper()
-		out, err := q(s)
-		if err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-		return out
-	}
+	q, must, _ := fileSQL(t, dir, engine.WithSecureFilePriv(dir))
 	file := func(name, data string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {

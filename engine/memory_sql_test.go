@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dolthub/go-mysql-server/sql"
+
 	"github.com/ldpsql/ldpsql/engine"
 )
 
@@ -17,9 +19,19 @@ func memorySQL(t *testing.T) (q func(string) (string, error), must func(string) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	ctx := e.NewContext(context.Background())
+	return sqlOn(t, func() *engine.Engine { return e })
+}
+
+// sqlOn is memorySQL's q and must on the engine current() returns (one that a test may reopen): one
+// session per engine, so that what a statement SETs holds for the next.
+func sqlOn(t *testing.T, current func() *engine.Engine) (q func(string) (string, error), must func(string) string) {
+	var on *engine.Engine
+	var ctx *sql.Context
 	q = func(s string) (string, error) {
-		_, rows, err := e.Query(ctx, s)
+		if e := current(); e != on {
+			on, ctx = e, e.NewContext(context.Background())
+		}
+		_, rows, err := on.Query(ctx, s)
 		return fmt.Sprint(rows), err
 	}
 	must = func(s string) string {

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,37 +10,26 @@ import (
 	"github.com/ldpsql/ldpsql/engine"
 )
 
-// fileSQL is memorySQL on a database file, reopened by reopen.
-func fileSQL(t *testing.T) (q func(string) (string, error), must func(string) string, reopen func()) {
+// fileSQL is memorySQL on a database file in dir (opened with opts), reopened by reopen.
+func fileSQL(t *testing.T, dir string, opts ...engine.Option) (q func(string) (string, error), must func(string) string, reopen func()) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "c.duckdb")
+	path := filepath.Join(dir, "c.duckdb")
 	var e *engine.Engine
 	open := func() {
 		var err error
-		if e, err = engine.Open(path); err != nil {
+		if e, err = engine.Open(path, opts...); err != nil {
 			t.Fatal(err)
 		}
 	}
 	open()
 	t.Cleanup(func() { e.Close() })
-	q = func(s string) (string, error) {
-		_, rows, err := e.Query(e.NewContext(context.Background()), s)
-		return fmt.Sprint(rows), err
-	}
-	must = func(s string) string {
-		t.Helper()
-		out, err := q(s)
-		if err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-		return out
-	}
 	reopen = func() {
 		if err := e.Close(); err != nil {
 			t.Fatal(err)
 		}
 		open()
 	}
+	q, must = sqlOn(t, func() *engine.Engine { return e })
 	return q, must, reopen
 }
 
@@ -51,7 +39,7 @@ func fileSQL(t *testing.T) (q func(string) (string, error), must func(string) st
 // default is recorded) keeps binary semantics. (count(DISTINCT …) still counts 'x' and 'X' apart: GMS
 // hashes its values without their collation; README says so.)
 func TestDefaultCollationIsMySQL8s(t *testing.T) {
-	q, must, reopen := fileSQL(t)
+	q, must, reopen := fileSQL(t, t.TempDir())
 	must("CREATE TABLE p (name VARCHAR(20) PRIMARY KEY, n INT)")
 	must("CREATE TABLE b (name VARCHAR(20) COLLATE utf8mb4_0900_bin PRIMARY KEY, n INT)")
 	must("CREATE TABLE b2 (name VARCHAR(20) COLLATE utf8mb4_bin, n INT)")
@@ -127,19 +115,7 @@ func TestDefaultCollationIsMySQL8s(t *testing.T) {
 // case-variant of a stored key is error 1062.
 func TestLoadDataCollatedKey(t *testing.T) {
 	dir := t.TempDir()
-	e, err := engine.Open(filepath.Join(dir, "l.duckdb"), engine.WithSecureFilePriv(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	must := func(s string) string {
-		t.Helper()
-		_, rows, err := e.Query(e.NewContext(context.Background()), s)
-		if err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-		return fmt.Sprint(rows)
-	}
+	q, must, _ := fileSQL(t, dir, engine.WithSecureFilePriv(dir))
 	file := filepath.Join(dir, "p.csv")
 	if err := os.WriteFile(file, []byte("ALICE,2\nBob,3\nBOB,4\ncarol,5\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -159,7 +135,7 @@ func TestLoadDataCollatedKey(t *testing.T) {
 	must("DROP TABLE p")
 	must("CREATE TABLE p (name VARCHAR(20) PRIMARY KEY, n INT)")
 	must("INSERT INTO p VALUES ('alice', 1)")
-	_, _, err = e.Query(e.NewContext(context.Background()), fmt.Sprintf("LOAD DATA INFILE '%s' INTO TABLE p FIELDS TERMINATED BY ','", file))
+	_, err := q(fmt.Sprintf("LOAD DATA INFILE '%s' INTO TABLE p FIELDS TERMINATED BY ','", file))
 	if err == nil || !strings.Contains(err.Error(), "Duplicate entry") {
 		t.Errorf("LOAD DATA of 'ALICE' over 'alice': %v; want a duplicate key", err)
 	}
