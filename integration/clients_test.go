@@ -11,8 +11,8 @@ import (
 )
 
 // pythonModules are what testdata/python_clients.py imports; scripts/test.sh installs them from Debian
-// (python3-pymysql, python3-sqlalchemy, python3-pandas).
-var pythonModules = []string{"pymysql", "sqlalchemy", "pandas"}
+// (python3-pymysql, python3-sqlalchemy, python3-pandas, python3-mysqldb).
+var pythonModules = []string{"pymysql", "sqlalchemy", "pandas", "MySQLdb"}
 
 // pythonWithClients returns a python3 that imports pythonModules: the first python3 on PATH, else
 // Debian's /usr/bin/python3 (where the packages go when PATH leads to another Python, e.g. pyenv's). It
@@ -49,9 +49,10 @@ func lastLine(s string) string {
 	return s
 }
 
-// Python analysts' clients against `ldpsql serve` (issue #18): pymysql's commit() and rollback() (which
-// undoes inserts), SQLAlchemy's reflection, pooled connections and engine.begin() (committed, and rolled
-// back by an exception), pandas' read_sql and to_sql through an engine and inside a transaction. testdata/python_clients.py makes the checks and names the one that fails.
+// Python analysts' clients against `ldpsql serve` (issue #18): pymysql's and MySQLdb's commit() and
+// rollback() (which undoes inserts), SQLAlchemy's reflection, pooled connections and engine.begin() (committed, and rolled
+// back by an exception), pandas' read_sql and to_sql through an engine and inside a transaction, and a
+// 50,000-row to_sql → read_sql round trip, plain and through FLIP_LABEL. testdata/python_clients.py makes the checks and names the one that fails.
 func TestPythonClients(t *testing.T) {
 	python := pythonWithClients(t)
 	s := startServer(t, filepath.Join(t.TempDir(), "data.duckdb"))

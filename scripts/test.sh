@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every ldpsql test. It first installs what the tests need and the repository cannot carry, from
 # Debian packages: the mysql command-line client and mysqldump (mariadb-client) and the Python clients
-# analysts use (python3-pymysql, python3-sqlalchemy, python3-pandas), which the integration tests drive,
+# analysts use (python3-pymysql, python3-sqlalchemy, python3-pandas, python3-mysqldb), which the integration tests drive,
 # a headless browser (chromium) that runs the WebAssembly client's example page,
 # and OpenBLAS (libopenblas-dev), with which scripts/build.sh builds the VLM: the training packages are
 # vetted and the VLM's tested with -tags openblas too, so the code behind the published results runs in CI.
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 python_clients() { # whether a python3 the integration tests look for imports the Python clients
   local py
   for py in python3 /usr/bin/python3; do
-    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import pymysql, sqlalchemy, pandas' >/dev/null 2>&1; then
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import pymysql, sqlalchemy, pandas, MySQLdb' >/dev/null 2>&1; then
       return 0
     fi
   done
@@ -21,7 +21,7 @@ have_openblas() { ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so '; }
 
 missing=()
 command -v mysql >/dev/null 2>&1 && command -v mysqldump >/dev/null 2>&1 || missing+=(mariadb-client)
-python_clients || missing+=(python3-pymysql python3-sqlalchemy python3-pandas)
+python_clients || missing+=(python3-pymysql python3-sqlalchemy python3-pandas python3-mysqldb)
 have_openblas || missing+=(libopenblas-dev)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then

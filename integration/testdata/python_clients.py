@@ -1,13 +1,15 @@
 """What Python analysts do with ldpsql, run by TestPythonClients (clients_test.go) against a running
 `ldpsql serve`: pymysql with its commit() and rollback(), SQLAlchemy reflection, connections,
 engine.begin() (committed, and rolled back by an exception) and the ORM, pandas' read_sql and to_sql
-through an SQLAlchemy engine and inside a transaction.
+through an SQLAlchemy engine and inside a transaction, a 50,000-row to_sql → read_sql round trip (plain
+and through FLIP_LABEL), and MySQLdb's rollback() and commit().
 
 Usage: python3 python_clients.py HOST PORT. Prints one line per check and exits 1 at the first that fails.
 """
 import sys
 import warnings
 
+import MySQLdb
 import pandas as pd
 import pymysql
 import sqlalchemy as sa
@@ -173,5 +175,30 @@ except ValueError:
     pass
 n = pd.read_sql("SELECT COUNT(*) AS n FROM py_tx_frame", engine)["n"][0]
 check("to_sql in engine.begin(): committed once, rolled back once", n == 6, n)
+# 50,000 rows out with to_sql (in chunks) and back with read_sql: equal to the frame; and read_sql of
+# FLIP_LABEL over them: every id once, every label a class.
+big = pd.DataFrame({"id": range(50000), "x": [i / 7 for i in range(50000)], "y": [i % 3 for i in range(50000)],
+                    "name": ["r%d" % i for i in range(50000)]})
+big.to_sql("py_big", engine, index=False, chunksize=10000)
+back = pd.read_sql("SELECT id, x, y, name FROM py_big ORDER BY id", engine)
+check("to_sql then read_sql of 50,000 rows is the same frame", back.equals(big), back.dtypes.to_dict())
+flipped = pd.read_sql("SELECT id, FLIP_LABEL(y, 2, 3) AS r FROM py_big ORDER BY id", engine)
+check("read_sql of FLIP_LABEL over the 50,000 rows", flipped["id"].tolist() == list(range(50000)) and set(flipped["r"].unique()) <= {0, 1, 2},
+      (len(flipped), sorted(flipped["r"].unique())))
 engine.dispose()
+
+# MySQLdb (mysqlclient): autocommit off, rollback() undoes an insert, commit() keeps one.
+my = MySQLdb.connect(host=HOST, port=PORT, user="root", database="ldpsql")
+mc = my.cursor()
+mc.execute("CREATE TABLE my_t (id INT PRIMARY KEY)")
+mc.execute("INSERT INTO my_t VALUES (1)")
+my.rollback()
+mc.execute("SELECT count(*) FROM my_t")
+check("MySQLdb: rollback() undoes the insert", mc.fetchone()[0] == 0)
+mc.execute("INSERT INTO my_t VALUES (2)")
+my.commit()
+my.rollback()
+mc.execute("SELECT count(*) FROM my_t")
+check("MySQLdb: commit() keeps it, a rollback() after commit() succeeds", mc.fetchone()[0] == 1)
+my.close()
 print("all Python client checks passed")
