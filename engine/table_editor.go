@@ -393,6 +393,17 @@ func (e *tableEditor) translate(err error) error {
 		key := "?"
 		if m := duckDupKey.FindStringSubmatch(msg); m != nil {
 			key = m[1]
+			if strings.Contains(msg, "violates unique constraint") {
+				// The collated key's index names each part ("lower(strip_accents(name)): alice, id: 1"):
+				// the values, joined as MySQL joins a key's parts.
+				parts := strings.Split(key, ", ")
+				for i, p := range parts {
+					if _, v, ok := strings.Cut(p, ": "); ok {
+						parts[i] = v
+					}
+				}
+				key = strings.Join(parts, "-")
+			}
 		}
 		return mysql.NewSQLError(mysql.ERDupEntry, mysql.SSConstraintViolation,
 			"Duplicate entry '%s' for key '%s.PRIMARY'", key, e.t.def.name)
