@@ -16,6 +16,9 @@
 // reports the statement complete and rolls back when it reports an error. Multi-statement transactions
 // (BEGIN … COMMIT) are not supported yet: each statement commits on its own.
 //
+// mysql8.go sets MySQL 8's defaults where GMS's differ: the collation utf8mb4_0900_ai_ci (and how
+// DuckDB's byte-wise keys are made to agree with it) and ERROR_FOR_DIVISION_BY_ZERO in sql_mode.
+//
 // security.go is the server's boundary around the file system and server-wide state: LOAD_FILE, INTO
 // OUTFILE/DUMPFILE and LOAD DATA INFILE need FILE and stay inside secure_file_priv, never touching the
 // database, its WAL or the plugins; SET GLOBAL needs SUPER; other users' statements and the statistics
