@@ -36,8 +36,8 @@ func fileSQL(t *testing.T, dir string, opts ...engine.Option) (q func(string) (s
 // A new table's strings compare as MySQL 8's default utf8mb4_0900_ai_ci: =, IN, LIKE, GROUP BY,
 // DISTINCT, ORDER BY, joins and the primary key ignore case and accents, also after a restart; a column
 // declared utf8mb4_bin or utf8mb4_0900_bin (as every string column of a file written before this
-// default is recorded) keeps binary semantics. (count(DISTINCT …) still counts 'x' and 'X' apart: GMS
-// hashes its values without their collation; README says so.)
+// default is recorded) keeps binary semantics. (count(DISTINCT …) and UNION still keep 'x' and 'X'
+// apart: GMS hashes their values without their collation; README says so.)
 func TestDefaultCollationIsMySQL8s(t *testing.T) {
 	q, must, reopen := fileSQL(t, t.TempDir())
 	must("CREATE TABLE p (name VARCHAR(20) PRIMARY KEY, n INT)")
