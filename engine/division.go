@@ -19,9 +19,9 @@ import (
 // with error 1365 (SQLSTATE 22012) instead of storing NULL, unless it says IGNORE. GMS ignores that
 // mode; strictDivisionRule wraps the divisions of such statements so that they fail. ldpsql's default
 // sql_mode has ERROR_FOR_DIVISION_BY_ZERO, as MySQL 8's (mysql8.go, DefaultSQLMode). An analyst's
-// release expression never fails or warns because of it: package udf evaluates it per row where an
-// error is the default input and warnings are dropped, so a statement's outcome cannot tell a zero
-// divisor in a raw value.
+// release expression never fails or warns because of it: package udf/boundary evaluates it per row
+// where an error is the default input and warnings are dropped, so a statement's outcome cannot tell a
+// zero divisor in a raw value.
 
 // ruleStrictDivision is the analyzer rule id of strictDivisionRule, far from GMS's own ids.
 const ruleStrictDivision analyzer.RuleId = 100_006

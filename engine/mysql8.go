@@ -30,7 +30,7 @@ import (
 const DefaultCollation = sql.Collation_utf8mb4_0900_ai_ci
 
 // DefaultSQLMode is ldpsql's default sql_mode: GMS's with ERROR_FOR_DIVISION_BY_ZERO, in the order GMS
-// writes a mode's flags, so that without that flag it is exactly GMS's default (udf's memo tags rely on
+// writes a mode's flags, so that without that flag it is exactly GMS's default (udf/boundary's memo tags rely on
 // it).
 const DefaultSQLMode = "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION,ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES"
 
@@ -181,7 +181,7 @@ func collatedRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Sc
 	return n, same && sameIn, err
 }
 
-// MemoSQLMode is sql_mode as a release's memo tag records it (package udf): without
+// MemoSQLMode is sql_mode as a release's memo tag records it (package udf/boundary): without
 // ERROR_FOR_DIVISION_BY_ZERO, which changes no release's value (in a release expression a division by
 // zero is NULL in a SELECT, and an error a data change turns it into is the default input, as NULL is),
 // so that releases memoised under GMS's default mode, before DefaultSQLMode, are found again.
