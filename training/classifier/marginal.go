@@ -42,6 +42,7 @@ type prior struct {
 	symmetric  bool
 	keep, flip float32
 	auxR       []float32 // raw auxiliary latents, row-major (M × d)
+	at         auxT      // the same, feature-major, for the streamed kernel
 	blocks     []auxBlock
 	amax       []float32 // log space: max_m A[k][m] after the last head
 	ones       []float32 // M ones, for sums as float64-accumulating dot products
@@ -111,6 +112,7 @@ func newPrior(nt *net, std nn.Standardiser, aux [][]float32, r [][]float64) *pri
 	for _, row := range aux {
 		pr.auxR = append(pr.auxR, row...)
 	}
+	pr.at = newAuxT(pr.auxR, m, d)
 	for m0 := 0; m0 < m; m0 += auxChunk {
 		cols := min(auxChunk, m-m0)
 		b := auxBlock{m0: m0, cols: cols, x: make([]float32, d*cols), acts: nt.newActs(cols), p: make([]float32, k*cols),
@@ -282,6 +284,9 @@ type mset struct {
 	tab []float32
 }
 
+// row is point i's privatised latent.
+func (s *mset) row(i int) []float32 { return s.noisy[i*s.d : (i+1)*s.d] }
+
 // abs32 is |x| for float32 by clearing the sign bit.
 func abs32(x float32) float32 {
 	return math.Float32frombits(math.Float32bits(x) &^ (1 << 31))
@@ -319,13 +324,6 @@ func (pr *prior) dist(z []float32, dst []float32) {
 		}
 		dst[i] = s
 	}
-}
-
-// row writes the table row of point z (with constant c) into dst: E in
-// probability space, w' in log space.
-func (pr *prior) row(z []float32, c, invb float32, dst []float32) {
-	pr.dist(z, dst)
-	pr.fromDist(dst[:pr.m], c, invb)
 }
 
 // fromDist turns distances into a table row in place.
@@ -392,50 +390,60 @@ func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b 
 }
 
 // rowLoss evaluates log p(ỹ_i, z̃_i) for point i of s (Eq 4.11 in the form
-// of the package documentation) and returns it with the vector v and factor
-// f whose product f·v is what point i adds to the kernel accumulator of its
-// label: H[ỹ_i] += E_i/S_i in probability space (the responsibilities are
-// r_im = Q[ỹ_i][m]·E_im/S_i), G[ỹ_i] += e_i/S_i = r_i in log space. buf is
-// scratch of length M (nil is allowed for probability space with a table);
-// v is buf or a row of s.tab.
-func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float32, f float64) {
+// of the package documentation) and returns it with what point i adds to
+// the kernel accumulator of its label, f·v: H[ỹ_i] += E_i/S_i in
+// probability space (the responsibilities are r_im = Q[ỹ_i][m]·E_im/S_i),
+// G[ỹ_i] += e_i/S_i = r_i in log space, e_i = exp(w'_i + A[ỹ_i] − shift).
+// With a table, v is its row (probability space) or buf (log space,
+// length M); streamed, v is nil and the caller recomputes E_i or e_i per
+// block of auxiliary points (auxT.probAxpy, auxT.logAxpy).
+func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float32, f float64, shift float32) {
 	m, k := pr.m, s.labels[i]
-	if buf != nil {
-		buf = buf[:m] // nil: a probability-space table row needs no scratch
-	}
-	e := buf
+	z, c := s.noisy[i*s.d:(i+1)*s.d], s.c[i]
+	var tab []float32
 	if s.tab != nil {
-		e = s.tab[i*m : (i+1)*m]
-	} else {
-		pr.row(s.noisy[i*s.d:(i+1)*s.d], s.c[i], s.invb, buf)
+		tab = s.tab[i*m : (i+1)*m]
 	}
+	var acc [8]float64
 	if pr.probSpace {
-		sum := blas.Dsdot(m, e, 1, pr.q[k*m:(k+1)*m], 1)
-		return s.konst[i] + math.Log(sum), e, 1 / sum
+		q := pr.q[k*m : (k+1)*m]
+		if tab != nil {
+			dot8(tab, q, &acc)
+		} else {
+			pr.at.probSum(z, c, s.invb, q, 0, m, &acc)
+		}
+		sum := lanes8(&acc)
+		return s.konst[i] + math.Log(sum), tab, 1 / sum, 0
 	}
 	a := pr.q[k*m : (k+1)*m]
-	// One pass when the shift lo = A[k][nearest] (a lower bound of max_m
-	// s_m, attained where w' = 0) is within 80 of the upper bound max_m
-	// A[k][m]: then no e_m overflows float32, the nearest term is exactly 1
-	// so S ≥ 1, and skipped terms are below 2^-126 of it.
-	if lo := a[s.nearest[i]]; pr.amax[k]-lo <= 80 {
-		for j, w := range e[:len(a)] {
-			buf[j] = fexpFlush(w + a[j] - lo)
+	// One pass when the shift A[k][nearest] (a lower bound of max_m s_m,
+	// attained where w' = 0) is within 80 of the upper bound max_m A[k][m]:
+	// then no e_m overflows float32, the nearest term is exactly 1 so S ≥ 1,
+	// and skipped terms are below 2^-126 of it. Otherwise the shift is
+	// max_m s_m, which costs a first pass.
+	shift = a[s.nearest[i]]
+	if pr.amax[k]-shift > 80 {
+		if tab != nil {
+			shift = float32(math.Inf(-1))
+			for j, w := range tab[:len(a)] {
+				shift = max(shift, w+a[j])
+			}
+		} else {
+			shift = pr.at.logMax(z, c, s.invb, a)
 		}
-		sum := blas.Dsdot(m, buf, 1, pr.ones, 1)
-		return s.konst[i] + float64(lo) + math.Log(sum), buf, 1 / sum
 	}
-	mx := float32(math.Inf(-1))
-	for j, w := range e[:len(a)] {
-		x := w + a[j]
-		buf[j] = x
-		mx = max(mx, x)
+	if tab != nil {
+		buf = buf[:m]
+		for j, w := range tab[:len(a)] {
+			buf[j] = fexpFlush(w + a[j] - shift)
+		}
+		dot8(buf, pr.ones, &acc)
+		v = buf
+	} else {
+		pr.at.logSum(z, c, s.invb, a, shift, 0, m, &acc)
 	}
-	for j, x := range buf {
-		buf[j] = fexpFlush(x - mx)
-	}
-	sum := blas.Dsdot(m, buf, 1, pr.ones, 1)
-	return s.konst[i] + float64(mx) + math.Log(sum), buf, 1 / sum
+	sum := lanes8(&acc)
+	return s.konst[i] + float64(shift) + math.Log(sum), v, 1 / sum, shift
 }
 
 // dlogits writes into dl (K × cols) the gradient of the step's loss
