@@ -106,10 +106,27 @@
 // The N×M table (E or w', float32) is precomputed when 4·N·M bytes fit
 // Config.MemoryBudget (default 4 GiB; the training split first, then the
 // validation split with what is left): 2.4 GB at N = 13,500, M = 45,000.
-// Otherwise each row is recomputed in every step (distances, then E or w'),
-// which gives bit-identical results at the cost of d subtractions and one
-// exp per pair. BenchmarkMarginalEpoch measures both.
+// A split whose table does not fit (or any split, with a negative budget)
+// is streamed: each step computes every batch row's S_n in one pass over
+// the M auxiliary points, distance, exponential and float64 sum fused with
+// nothing stored, then, per block of 1024 auxiliary points (in parallel over
+// blocks), recomputes the row's E (or e) on the block and adds f_n·E to the
+// accumulator. Memory is then the feature-major copy of the auxiliary
+// latents (d·M floats) and the K×M accumulator, whatever N. The kernels
+// (stream.go) vectorise across auxiliary points, eight per AVX2 register
+// (assembly behind a runtime CPU check; the pure-Go reference elsewhere and
+// with -tags purego), never across features, so each pair's distance and
+// exponential are the table's float32 operations in the table's order, and
+// sums over m go into eight float64 lanes (lane m mod 8) reduced in one
+// fixed order on both paths: table and stream give bit-identical training
+// (TestTableAndRecomputeAgree). Streaming computes each E twice per step
+// where the table reads it twice from memory; measured (below) the table
+// is still faster where it fits, so it stays the default within the budget.
 //
+// BenchmarkMarginalEpoch at N = 13,500, M = 45,000, d = 8, K = 10 (one
+// epoch, 106 steps; 2 cores shared with other jobs, load average 7–8, so
+// CPU seconds are the comparable figure), mean ± sd of 3 interleaved runs:
+// STREAM_NUMBERS
 // For a symmetric channel (K-RR) the products with R cost K instead of K²
 // per auxiliary point: Q[k] = flip + (keep − flip)·softmax_k.
 //

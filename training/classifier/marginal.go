@@ -41,8 +41,7 @@ type prior struct {
 	// (keep − flip)·H[j]: K instead of K² operations per auxiliary point.
 	symmetric  bool
 	keep, flip float32
-	auxR       []float32 // raw auxiliary latents, row-major (M × d)
-	at         auxT      // the same, feature-major, for the streamed kernel
+	at         auxT // the raw auxiliary latents, feature-major (d × M)
 	blocks     []auxBlock
 	amax       []float32 // log space: max_m A[k][m] after the last head
 	ones       []float32 // M ones, for sums as float64-accumulating dot products
@@ -91,7 +90,7 @@ func flatChannel(r [][]float64) []float64 {
 
 func newPrior(nt *net, std nn.Standardiser, aux [][]float32, r [][]float64) *prior {
 	m, d, k := len(aux), len(aux[0]), len(r)
-	pr := &prior{m: m, d: d, k: k, r: flatChannel(r), auxR: make([]float32, 0, d*m), q: make([]float32, k*m)}
+	pr := &prior{m: m, d: d, k: k, r: flatChannel(r), at: newAuxT(aux), q: make([]float32, k*m)}
 	pr.rf = make([]float32, len(pr.r))
 	for i, v := range pr.r {
 		pr.rf[i] = float32(v)
@@ -109,10 +108,6 @@ func newPrior(nt *net, std nn.Standardiser, aux [][]float32, r [][]float64) *pri
 		}
 	}
 	pr.keep, pr.flip = float32(r[0][0]), float32(r[0][1])
-	for _, row := range aux {
-		pr.auxR = append(pr.auxR, row...)
-	}
-	pr.at = newAuxT(pr.auxR, m, d)
 	for m0 := 0; m0 < m; m0 += auxChunk {
 		cols := min(auxChunk, m-m0)
 		b := auxBlock{m0: m0, cols: cols, x: make([]float32, d*cols), acts: nt.newActs(cols), p: make([]float32, k*cols),
@@ -292,40 +287,6 @@ func abs32(x float32) float32 {
 	return math.Float32frombits(math.Float32bits(x) &^ (1 << 31))
 }
 
-// dist writes ‖z − ẑ_m‖₁ (float32, features summed in order) for every m
-// into dst (len M). The auxiliary latents are row-major, so each distance
-// is one pass over d contiguous values (faster than d passes over M).
-func (pr *prior) dist(z []float32, dst []float32) {
-	d := pr.d
-	dst = dst[:pr.m]
-	aux := pr.auxR[:pr.m*d]
-	if d == 8 { // the VLM's latent dimension, unrolled
-		z := z[:8]
-		for i := range dst {
-			a := aux[i*8 : i*8+8 : i*8+8]
-			s := abs32(z[0] - a[0])
-			s += abs32(z[1] - a[1])
-			s += abs32(z[2] - a[2])
-			s += abs32(z[3] - a[3])
-			s += abs32(z[4] - a[4])
-			s += abs32(z[5] - a[5])
-			s += abs32(z[6] - a[6])
-			s += abs32(z[7] - a[7])
-			dst[i] = s
-		}
-		return
-	}
-	z = z[:d]
-	for i := range dst {
-		a := aux[i*d : i*d+d]
-		s := abs32(z[0] - a[0])
-		for j := 1; j < len(z); j++ {
-			s += abs32(z[j] - a[j])
-		}
-		dst[i] = s
-	}
-}
-
 // fromDist turns distances into a table row in place.
 func (pr *prior) fromDist(dst []float32, c, invb float32) {
 	if pr.probSpace {
@@ -365,20 +326,30 @@ func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b 
 			return
 		}
 		if bufs[w] == nil {
-			bufs[w] = make([]float32, m)
+			bufs[w] = make([]float32, auxChunk)
 		}
 		for i := t * rowsPerTask; i < min(n, (t+1)*rowsPerTask); i++ {
-			z := s.noisy[i*d : (i+1)*d]
-			row := bufs[w]
+			z := s.row(i)
+			var row []float32
 			if s.tab != nil {
 				row = s.tab[i*m : (i+1)*m]
 			}
-			pr.dist(z, row)
-			c := slices.Min(row)
+			// c = min_m ‖z − ẑ_m‖₁ and its first index, block by block.
+			c, nearest := float32(math.Inf(1)), 0
+			for m0 := 0; m0 < m; m0 += auxChunk {
+				cols := min(auxChunk, m-m0)
+				dst := bufs[w][:cols]
+				if row != nil {
+					dst = row[m0 : m0+cols]
+				}
+				if bm := pr.at.distances(z, m0, cols, dst); bm < c {
+					c, nearest = bm, m0+slices.Index(dst, bm)
+				}
+			}
 			s.c[i] = c
-			s.nearest[i] = int32(slices.Index(row, c))
+			s.nearest[i] = int32(nearest)
 			s.konst[i] = base - float64(c)/b
-			if s.tab != nil {
+			if row != nil {
 				pr.fromDist(row, c, s.invb)
 			}
 		}
@@ -398,53 +369,97 @@ func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b 
 // length M); streamed, v is nil and the caller recomputes E_i or e_i per
 // block of auxiliary points (auxT.probAxpy, auxT.logAxpy).
 func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float32, f float64, shift float32) {
-	m, k := pr.m, s.labels[i]
-	z, c := s.noisy[i*s.d:(i+1)*s.d], s.c[i]
-	var tab []float32
-	if s.tab != nil {
-		tab = s.tab[i*m : (i+1)*m]
+	if s.tab == nil {
+		var lp, fs [1]float64
+		var sh [1]float32
+		pr.streamLosses(s, []int{i}, lp[:], fs[:], sh[:])
+		return lp[0], nil, fs[0], sh[0]
 	}
+	m, k := pr.m, s.labels[i]
+	tab := s.tab[i*m : (i+1)*m]
 	var acc [8]float64
 	if pr.probSpace {
-		q := pr.q[k*m : (k+1)*m]
-		if tab != nil {
-			dot8(tab, q, &acc)
-		} else {
-			pr.at.probSum(z, c, s.invb, q, 0, m, &acc)
-		}
+		dot8(tab, pr.q[k*m:(k+1)*m], &acc)
 		sum := lanes8(&acc)
 		return s.konst[i] + math.Log(sum), tab, 1 / sum, 0
 	}
 	a := pr.q[k*m : (k+1)*m]
-	// One pass when the shift A[k][nearest] (a lower bound of max_m s_m,
-	// attained where w' = 0) is within 80 of the upper bound max_m A[k][m]:
-	// then no e_m overflows float32, the nearest term is exactly 1 so S ≥ 1,
-	// and skipped terms are below 2^-126 of it. Otherwise the shift is
-	// max_m s_m, which costs a first pass.
-	shift = a[s.nearest[i]]
-	if pr.amax[k]-shift > 80 {
-		if tab != nil {
-			shift = float32(math.Inf(-1))
-			for j, w := range tab[:len(a)] {
-				shift = max(shift, w+a[j])
-			}
-		} else {
-			shift = pr.at.logMax(z, c, s.invb, a)
-		}
+	shift = pr.logShift(s, i, tab)
+	buf = buf[:m]
+	for j, w := range tab[:len(a)] {
+		buf[j] = fexpFlush(w + a[j] - shift)
 	}
-	if tab != nil {
-		buf = buf[:m]
-		for j, w := range tab[:len(a)] {
-			buf[j] = fexpFlush(w + a[j] - shift)
-		}
-		dot8(buf, pr.ones, &acc)
-		v = buf
-	} else {
-		pr.at.logSum(z, c, s.invb, a, shift, 0, m, &acc)
-	}
+	dot8(buf, pr.ones, &acc)
 	sum := lanes8(&acc)
-	return s.konst[i] + float64(shift) + math.Log(sum), v, 1 / sum, shift
+	return s.konst[i] + float64(shift) + math.Log(sum), buf, 1 / sum, shift
 }
+
+// logShift is the log-space kernel's shift for point i (tab its table row,
+// nil when streamed). One pass suffices when A[k][nearest] (a lower bound
+// of max_m s_m, attained where w' = 0) is within 80 of the upper bound
+// max_m A[k][m]: then no e_m overflows float32, the nearest term is exactly
+// 1 so S ≥ 1, and skipped terms are below 2^-126 of it. Otherwise the shift
+// is max_m s_m, which costs a pass of its own.
+func (pr *prior) logShift(s *mset, i int, tab []float32) float32 {
+	m, k := pr.m, s.labels[i]
+	a := pr.q[k*m : (k+1)*m]
+	shift := a[s.nearest[i]]
+	if pr.amax[k]-shift <= 80 {
+		return shift
+	}
+	if tab == nil {
+		return pr.at.logMax(s.row(i), s.c[i], s.invb, a)
+	}
+	shift = float32(math.Inf(-1))
+	for j, w := range tab[:len(a)] {
+		shift = max(shift, w+a[j])
+	}
+	return shift
+}
+
+// streamLosses is rowLoss for the rows idx of a split without a table:
+// logp, f and the shift of each into lp, f and shift. The sums run block by
+// block of auxiliary points with every row of idx inside a block, so that
+// the block's latents and Q stay in L1 across the rows; each row's lanes
+// still take its terms in order of m, so the result is the table's bit for
+// bit.
+func (pr *prior) streamLosses(s *mset, idx []int, lp, f []float64, shift []float32) {
+	m := pr.m
+	var accs [streamGroup][8]float64
+	for g0 := 0; g0 < len(idx); g0 += streamGroup {
+		rows := idx[g0:min(len(idx), g0+streamGroup)]
+		acc := accs[:len(rows)]
+		clear(acc)
+		if !pr.probSpace {
+			for r, i := range rows {
+				shift[g0+r] = pr.logShift(s, i, nil)
+			}
+		}
+		for m0 := 0; m0 < m; m0 += auxChunk {
+			n := min(auxChunk, m-m0)
+			for r, i := range rows {
+				k := s.labels[i]
+				if pr.probSpace {
+					pr.at.probSum(s.row(i), s.c[i], s.invb, pr.q[k*m:(k+1)*m], m0, n, &acc[r])
+				} else {
+					pr.at.logSum(s.row(i), s.c[i], s.invb, pr.q[k*m:(k+1)*m], shift[g0+r], m0, n, &acc[r])
+				}
+			}
+		}
+		for r, i := range rows {
+			sum := lanes8(&acc[r])
+			if pr.probSpace {
+				lp[g0+r] = s.konst[i] + math.Log(sum)
+			} else {
+				lp[g0+r] = s.konst[i] + float64(shift[g0+r]) + math.Log(sum)
+			}
+			f[g0+r] = 1 / sum
+		}
+	}
+}
+
+// streamGroup is the number of rows streamLosses takes through each block.
+const streamGroup = 8
 
 // dlogits writes into dl (K × cols) the gradient of the step's loss
 // −(1/B)·Σ_n log p(ỹ_n, z̃_n) with respect to block b's logits, given the

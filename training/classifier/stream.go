@@ -24,11 +24,13 @@ type auxT struct {
 	x    []float32
 }
 
-func newAuxT(aux []float32, m, d int) auxT {
+// newAuxT transposes the rows (M rows of d values).
+func newAuxT(rows [][]float32) auxT {
+	m, d := len(rows), len(rows[0])
 	t := auxT{d: d, m: m, x: make([]float32, d*m)}
-	for i := range m {
-		for j := range d {
-			t.x[j*m+i] = aux[i*d+j]
+	for i, row := range rows {
+		for j, v := range row {
+			t.x[j*m+i] = v
 		}
 	}
 	return t
@@ -41,6 +43,25 @@ func (a auxT) distAt(z []float32, i int) float32 {
 		s += abs32(z[j] - a.x[j*a.m+i])
 	}
 	return s
+}
+
+// distances writes ‖z − ẑ_i‖₁ for i in [m0, m0+n) into dst[:n] (m0 a
+// multiple of 8) and returns their minimum.
+func (a auxT) distances(z []float32, m0, n int, dst []float32) float32 {
+	a.checkBlock(z, m0, n)
+	dst = dst[:n]
+	mn := float32(math.Inf(1))
+	i := 0
+	if useAVX2 && n >= 8 {
+		i = n &^ 7
+		mn = distMinAVX2(&a.x[m0], a.m, &z[0], a.d, &dst[0], i)
+	}
+	for ; i < n; i++ {
+		v := a.distAt(z, m0+i)
+		dst[i] = v
+		mn = min(mn, v)
+	}
+	return mn
 }
 
 // probE is E = exp(−(‖z − ẑ_i‖₁ − c)/b), 0 below 2^-90, as fromDist computes it.

@@ -23,3 +23,6 @@ func logAxpyAVX2(aux *float32, stride int, z *float32, d int, c, invb float32, a
 
 //go:noescape
 func dot8AVX2(x, y *float32, n int, acc *[8]float64)
+
+//go:noescape
+func distMinAVX2(aux *float32, stride int, z *float32, d int, dst *float32, n int) float32

@@ -12,156 +12,34 @@
 // Y12 the cut-off, Y0 the argument, Y7 the mask of arguments below the
 // cut-off, Y1 the result, Y2–Y6 scratch.
 
-DATA abs<>+0(SB)/4, $0x7fffffff
-DATA abs<>+4(SB)/4, $0x7fffffff
-DATA abs<>+8(SB)/4, $0x7fffffff
-DATA abs<>+12(SB)/4, $0x7fffffff
-DATA abs<>+16(SB)/4, $0x7fffffff
-DATA abs<>+20(SB)/4, $0x7fffffff
-DATA abs<>+24(SB)/4, $0x7fffffff
-DATA abs<>+28(SB)/4, $0x7fffffff
-GLOBL abs<>(SB), RODATA|NOPTR, $32
+// VEC8(name, bits) is a 32-byte constant: eight copies of a 32-bit value.
+#define VEC8(name, bits) \
+	DATA name<>+0(SB)/4, $bits;  \
+	DATA name<>+4(SB)/4, $bits;  \
+	DATA name<>+8(SB)/4, $bits;  \
+	DATA name<>+12(SB)/4, $bits; \
+	DATA name<>+16(SB)/4, $bits; \
+	DATA name<>+20(SB)/4, $bits; \
+	DATA name<>+24(SB)/4, $bits; \
+	DATA name<>+28(SB)/4, $bits; \
+	GLOBL name<>(SB), RODATA|NOPTR, $32
 
-DATA log2e<>+0(SB)/4, $0x3fb8aa3b
-DATA log2e<>+4(SB)/4, $0x3fb8aa3b
-DATA log2e<>+8(SB)/4, $0x3fb8aa3b
-DATA log2e<>+12(SB)/4, $0x3fb8aa3b
-DATA log2e<>+16(SB)/4, $0x3fb8aa3b
-DATA log2e<>+20(SB)/4, $0x3fb8aa3b
-DATA log2e<>+24(SB)/4, $0x3fb8aa3b
-DATA log2e<>+28(SB)/4, $0x3fb8aa3b
-GLOBL log2e<>(SB), RODATA|NOPTR, $32
-
-DATA magic<>+0(SB)/4, $0x4b400000
-DATA magic<>+4(SB)/4, $0x4b400000
-DATA magic<>+8(SB)/4, $0x4b400000
-DATA magic<>+12(SB)/4, $0x4b400000
-DATA magic<>+16(SB)/4, $0x4b400000
-DATA magic<>+20(SB)/4, $0x4b400000
-DATA magic<>+24(SB)/4, $0x4b400000
-DATA magic<>+28(SB)/4, $0x4b400000
-GLOBL magic<>(SB), RODATA|NOPTR, $32
-
-DATA c1<>+0(SB)/4, $0x3f318000
-DATA c1<>+4(SB)/4, $0x3f318000
-DATA c1<>+8(SB)/4, $0x3f318000
-DATA c1<>+12(SB)/4, $0x3f318000
-DATA c1<>+16(SB)/4, $0x3f318000
-DATA c1<>+20(SB)/4, $0x3f318000
-DATA c1<>+24(SB)/4, $0x3f318000
-DATA c1<>+28(SB)/4, $0x3f318000
-GLOBL c1<>(SB), RODATA|NOPTR, $32
-
-DATA c2<>+0(SB)/4, $0xb95e8083
-DATA c2<>+4(SB)/4, $0xb95e8083
-DATA c2<>+8(SB)/4, $0xb95e8083
-DATA c2<>+12(SB)/4, $0xb95e8083
-DATA c2<>+16(SB)/4, $0xb95e8083
-DATA c2<>+20(SB)/4, $0xb95e8083
-DATA c2<>+24(SB)/4, $0xb95e8083
-DATA c2<>+28(SB)/4, $0xb95e8083
-GLOBL c2<>(SB), RODATA|NOPTR, $32
-
-DATA p0<>+0(SB)/4, $0x3f000000
-DATA p0<>+4(SB)/4, $0x3f000000
-DATA p0<>+8(SB)/4, $0x3f000000
-DATA p0<>+12(SB)/4, $0x3f000000
-DATA p0<>+16(SB)/4, $0x3f000000
-DATA p0<>+20(SB)/4, $0x3f000000
-DATA p0<>+24(SB)/4, $0x3f000000
-DATA p0<>+28(SB)/4, $0x3f000000
-GLOBL p0<>(SB), RODATA|NOPTR, $32
-
-DATA p1<>+0(SB)/4, $0x3e2aaaaa
-DATA p1<>+4(SB)/4, $0x3e2aaaaa
-DATA p1<>+8(SB)/4, $0x3e2aaaaa
-DATA p1<>+12(SB)/4, $0x3e2aaaaa
-DATA p1<>+16(SB)/4, $0x3e2aaaaa
-DATA p1<>+20(SB)/4, $0x3e2aaaaa
-DATA p1<>+24(SB)/4, $0x3e2aaaaa
-DATA p1<>+28(SB)/4, $0x3e2aaaaa
-GLOBL p1<>(SB), RODATA|NOPTR, $32
-
-DATA p2<>+0(SB)/4, $0x3d2aa9c1
-DATA p2<>+4(SB)/4, $0x3d2aa9c1
-DATA p2<>+8(SB)/4, $0x3d2aa9c1
-DATA p2<>+12(SB)/4, $0x3d2aa9c1
-DATA p2<>+16(SB)/4, $0x3d2aa9c1
-DATA p2<>+20(SB)/4, $0x3d2aa9c1
-DATA p2<>+24(SB)/4, $0x3d2aa9c1
-DATA p2<>+28(SB)/4, $0x3d2aa9c1
-GLOBL p2<>(SB), RODATA|NOPTR, $32
-
-DATA p3<>+0(SB)/4, $0x3c088908
-DATA p3<>+4(SB)/4, $0x3c088908
-DATA p3<>+8(SB)/4, $0x3c088908
-DATA p3<>+12(SB)/4, $0x3c088908
-DATA p3<>+16(SB)/4, $0x3c088908
-DATA p3<>+20(SB)/4, $0x3c088908
-DATA p3<>+24(SB)/4, $0x3c088908
-DATA p3<>+28(SB)/4, $0x3c088908
-GLOBL p3<>(SB), RODATA|NOPTR, $32
-
-DATA p4<>+0(SB)/4, $0x3ab743ce
-DATA p4<>+4(SB)/4, $0x3ab743ce
-DATA p4<>+8(SB)/4, $0x3ab743ce
-DATA p4<>+12(SB)/4, $0x3ab743ce
-DATA p4<>+16(SB)/4, $0x3ab743ce
-DATA p4<>+20(SB)/4, $0x3ab743ce
-DATA p4<>+24(SB)/4, $0x3ab743ce
-DATA p4<>+28(SB)/4, $0x3ab743ce
-GLOBL p4<>(SB), RODATA|NOPTR, $32
-
-DATA p5<>+0(SB)/4, $0x39506967
-DATA p5<>+4(SB)/4, $0x39506967
-DATA p5<>+8(SB)/4, $0x39506967
-DATA p5<>+12(SB)/4, $0x39506967
-DATA p5<>+16(SB)/4, $0x39506967
-DATA p5<>+20(SB)/4, $0x39506967
-DATA p5<>+24(SB)/4, $0x39506967
-DATA p5<>+28(SB)/4, $0x39506967
-GLOBL p5<>(SB), RODATA|NOPTR, $32
-
-DATA one<>+0(SB)/4, $0x3f800000
-DATA one<>+4(SB)/4, $0x3f800000
-DATA one<>+8(SB)/4, $0x3f800000
-DATA one<>+12(SB)/4, $0x3f800000
-DATA one<>+16(SB)/4, $0x3f800000
-DATA one<>+20(SB)/4, $0x3f800000
-DATA one<>+24(SB)/4, $0x3f800000
-DATA one<>+28(SB)/4, $0x3f800000
-GLOBL one<>(SB), RODATA|NOPTR, $32
-
-DATA i127<>+0(SB)/4, $0x7f
-DATA i127<>+4(SB)/4, $0x7f
-DATA i127<>+8(SB)/4, $0x7f
-DATA i127<>+12(SB)/4, $0x7f
-DATA i127<>+16(SB)/4, $0x7f
-DATA i127<>+20(SB)/4, $0x7f
-DATA i127<>+24(SB)/4, $0x7f
-DATA i127<>+28(SB)/4, $0x7f
-GLOBL i127<>(SB), RODATA|NOPTR, $32
-
-DATA probcut<>+0(SB)/4, $0xc2798872
-DATA probcut<>+4(SB)/4, $0xc2798872
-DATA probcut<>+8(SB)/4, $0xc2798872
-DATA probcut<>+12(SB)/4, $0xc2798872
-DATA probcut<>+16(SB)/4, $0xc2798872
-DATA probcut<>+20(SB)/4, $0xc2798872
-DATA probcut<>+24(SB)/4, $0xc2798872
-DATA probcut<>+28(SB)/4, $0xc2798872
-GLOBL probcut<>(SB), RODATA|NOPTR, $32
-
-DATA expmin<>+0(SB)/4, $0xc2aeac4f
-DATA expmin<>+4(SB)/4, $0xc2aeac4f
-DATA expmin<>+8(SB)/4, $0xc2aeac4f
-DATA expmin<>+12(SB)/4, $0xc2aeac4f
-DATA expmin<>+16(SB)/4, $0xc2aeac4f
-DATA expmin<>+20(SB)/4, $0xc2aeac4f
-DATA expmin<>+24(SB)/4, $0xc2aeac4f
-DATA expmin<>+28(SB)/4, $0xc2aeac4f
-GLOBL expmin<>(SB), RODATA|NOPTR, $32
-
+VEC8(abs, 0x7fffffff)
+VEC8(log2e, 0x3fb8aa3b)
+VEC8(magic, 0x4b400000)
+VEC8(c1, 0x3f318000)
+VEC8(c2, 0xb95e8083)
+VEC8(p0, 0x3f000000)
+VEC8(p1, 0x3e2aaaaa)
+VEC8(p2, 0x3d2aa9c1)
+VEC8(p3, 0x3c088908)
+VEC8(p4, 0x3ab743ce)
+VEC8(p5, 0x39506967)
+VEC8(one, 0x3f800000)
+VEC8(i127, 0x7f)
+VEC8(probcut, 0xc2798872)
+VEC8(expmin, 0xc2aeac4f)
+VEC8(inf, 0x7f800000)
 
 // DIST: Y0 = ‖z − ẑ‖₁ for the eight points at SI, features summed in
 // order (labels are per function, and each function expands DIST once).
@@ -219,6 +97,45 @@ featdone:
 	VMULPS     Y1, Y4, Y1;          \
 	VANDNPS    Y1, Y7, Y1
 
+// PROB_E: Y1 = E for the eight points at SI (0 where the argument is
+// below probCut, in Y12).
+#define PROB_E \
+	DIST; \
+	ARG;  \
+	VCMPPS $1, Y12, Y0, Y7; \
+	FEXP
+
+// LOG_E: Y1 = e for the eight points at SI, with A at BX and the shift in
+// Y11 (0 where the argument is below expMin, in Y12).
+#define LOG_E \
+	DIST; \
+	ARG;  \
+	VADDPS (BX), Y0, Y0; \
+	VSUBPS Y11, Y0, Y0;  \
+	VCMPPS $1, Y12, Y0, Y7; \
+	FEXP
+
+// WIDEN: Y2, Y3 = Y1's low and high four values as float64.
+#define WIDEN \
+	VCVTPS2PD    X1, Y2;     \
+	VEXTRACTF128 $1, Y1, X3; \
+	VCVTPS2PD    X3, Y3
+
+// AXPY(h): h[0:8] += Y10·Y1 (product rounded, then the sum).
+#define AXPY(h) \
+	VMULPS  Y10, Y1, Y1; \
+	VADDPS  (h), Y1, Y1; \
+	VMOVUPS Y1, (h)
+
+// LOAD_ACC and STORE_ACC move the eight lanes at AX to and from Y8, Y9.
+#define LOAD_ACC \
+	VMOVUPD (AX), Y8; \
+	VMOVUPD 32(AX), Y9
+
+#define STORE_ACC \
+	VMOVUPD Y8, (AX); \
+	VMOVUPD Y9, 32(AX)
+
 // SETUP loads the arguments common to all four kernels.
 #define SETUP \
 	MOVQ         aux+0(FP), SI;    \
@@ -237,18 +154,12 @@ TEXT ·probSumAVX2(SB), NOSPLIT, $0-64
 	MOVQ    n+48(FP), DX
 	MOVQ    acc+56(FP), AX
 	VMOVUPS probcut<>(SB), Y12
-	VMOVUPD (AX), Y8
-	VMOVUPD 32(AX), Y9
+	LOAD_ACC
 	SHRQ    $3, DX
 	JZ      psdone
 psloop:
-	DIST
-	ARG
-	VCMPPS       $1, Y12, Y0, Y7
-	FEXP
-	VCVTPS2PD    X1, Y2
-	VEXTRACTF128 $1, Y1, X3
-	VCVTPS2PD    X3, Y3
+	PROB_E
+	WIDEN
 	VCVTPS2PD    (BX), Y4
 	VCVTPS2PD    16(BX), Y5
 	VMULPD       Y4, Y2, Y2
@@ -260,8 +171,7 @@ psloop:
 	DECQ         DX
 	JNZ          psloop
 psdone:
-	VMOVUPD Y8, (AX)
-	VMOVUPD Y9, 32(AX)
+	STORE_ACC
 	VZEROUPPER
 	RET
 
@@ -275,13 +185,8 @@ TEXT ·probAxpyAVX2(SB), NOSPLIT, $0-64
 	SHRQ         $3, DX
 	JZ           padone
 paloop:
-	DIST
-	ARG
-	VCMPPS  $1, Y12, Y0, Y7
-	FEXP
-	VMULPS  Y10, Y1, Y1
-	VADDPS  (BX), Y1, Y1
-	VMOVUPS Y1, (BX)
+	PROB_E
+	AXPY(BX)
 	ADDQ    $32, SI
 	ADDQ    $32, BX
 	DECQ    DX
@@ -298,20 +203,12 @@ TEXT ·logSumAVX2(SB), NOSPLIT, $0-72
 	MOVQ         n+56(FP), DX
 	MOVQ         acc+64(FP), AX
 	VMOVUPS      expmin<>(SB), Y12
-	VMOVUPD      (AX), Y8
-	VMOVUPD      32(AX), Y9
+	LOAD_ACC
 	SHRQ         $3, DX
 	JZ           lsdone
 lsloop:
-	DIST
-	ARG
-	VADDPS       (BX), Y0, Y0
-	VSUBPS       Y11, Y0, Y0
-	VCMPPS       $1, Y12, Y0, Y7
-	FEXP
-	VCVTPS2PD    X1, Y2
-	VEXTRACTF128 $1, Y1, X3
-	VCVTPS2PD    X3, Y3
+	LOG_E
+	WIDEN
 	VADDPD       Y2, Y8, Y8
 	VADDPD       Y3, Y9, Y9
 	ADDQ         $32, SI
@@ -319,8 +216,7 @@ lsloop:
 	DECQ         DX
 	JNZ          lsloop
 lsdone:
-	VMOVUPD Y8, (AX)
-	VMOVUPD Y9, 32(AX)
+	STORE_ACC
 	VZEROUPPER
 	RET
 
@@ -336,15 +232,8 @@ TEXT ·logAxpyAVX2(SB), NOSPLIT, $0-72
 	SHRQ         $3, DX
 	JZ           ladone
 laloop:
-	DIST
-	ARG
-	VADDPS  (BX), Y0, Y0
-	VSUBPS  Y11, Y0, Y0
-	VCMPPS  $1, Y12, Y0, Y7
-	FEXP
-	VMULPS  Y10, Y1, Y1
-	VADDPS  (AX), Y1, Y1
-	VMOVUPS Y1, (AX)
+	LOG_E
+	AXPY(AX)
 	ADDQ    $32, SI
 	ADDQ    $32, BX
 	ADDQ    $32, AX
@@ -360,8 +249,7 @@ TEXT ·dot8AVX2(SB), NOSPLIT, $0-32
 	MOVQ    y+8(FP), DI
 	MOVQ    n+16(FP), DX
 	MOVQ    acc+24(FP), AX
-	VMOVUPD (AX), Y8
-	VMOVUPD 32(AX), Y9
+	LOAD_ACC
 	SHRQ    $3, DX
 	JZ      ddone
 dloop:
@@ -378,7 +266,38 @@ dloop:
 	DECQ      DX
 	JNZ       dloop
 ddone:
-	VMOVUPD Y8, (AX)
-	VMOVUPD Y9, 32(AX)
+	STORE_ACC
+	VZEROUPPER
+	RET
+
+// func distMinAVX2(aux *float32, stride int, z *float32, d int, dst *float32, n int) float32
+TEXT ·distMinAVX2(SB), NOSPLIT, $0-52
+	MOVQ         aux+0(FP), SI
+	MOVQ         stride+8(FP), R8
+	SHLQ         $2, R8
+	MOVQ         z+16(FP), DI
+	MOVQ         d+24(FP), CX
+	MOVQ         dst+32(FP), BX
+	MOVQ         n+40(FP), DX
+	VMOVUPS      abs<>(SB), Y15
+	VMOVUPS      inf<>(SB), Y9
+	SHRQ         $3, DX
+	JZ           dmdone
+dmloop:
+	DIST
+	VMOVUPS      Y0, (BX)
+	VMINPS       Y0, Y9, Y9
+	ADDQ         $32, SI
+	ADDQ         $32, BX
+	DECQ         DX
+	JNZ          dmloop
+dmdone:
+	VEXTRACTF128 $1, Y9, X1
+	VMINPS       X1, X9, X9
+	VMOVHLPS     X9, X9, X1
+	VMINPS       X1, X9, X9
+	VPSHUFD      $1, X9, X1
+	VMINSS       X1, X9, X9
+	VMOVSS       X9, ret+48(FP)
 	VZEROUPPER
 	RET

@@ -25,3 +25,7 @@ func logAxpyAVX2(aux *float32, stride int, z *float32, d int, c, invb float32, a
 func dot8AVX2(x, y *float32, n int, acc *[8]float64) {
 	panic("classifier: no assembly kernel in this build")
 }
+
+func distMinAVX2(aux *float32, stride int, z *float32, d int, dst *float32, n int) float32 {
+	panic("classifier: no assembly kernel in this build")
+}

@@ -14,20 +14,21 @@ func streamCase(r *rand.Rand, m, d int, spread float64) (auxT, []float32) {
 	for j := range z {
 		z[j] = float32(r.NormFloat64())
 	}
-	aux := make([]float32, m*d)
-	for i := range m {
+	aux := make([][]float32, m)
+	for i := range aux {
+		aux[i] = make([]float32, d)
 		for j := range d {
 			switch {
 			case i%7 == 3:
-				aux[i*d+j] = z[j]
+				aux[i][j] = z[j]
 			case i%11 == 5:
-				aux[i*d+j] = z[j] + 1e6
+				aux[i][j] = z[j] + 1e6
 			default:
-				aux[i*d+j] = z[j] + float32(spread*r.NormFloat64())
+				aux[i][j] = z[j] + float32(spread*r.NormFloat64())
 			}
 		}
 	}
-	return newAuxT(aux, m, d), z
+	return newAuxT(aux), z
 }
 
 func randVec(r *rand.Rand, n int, lo, hi float64) []float32 {
@@ -70,6 +71,19 @@ func TestStreamKernelsMatchReference(t *testing.T) {
 					m0, n := blk[0], blk[1]
 					if n < 0 || m0+n > m {
 						continue
+					}
+					dst := make([]float32, n)
+					mn := at.distances(z, m0, n, dst)
+					wantMin := float32(math.Inf(1))
+					for i := range n {
+						v := at.distAt(z, m0+i)
+						if math.Float32bits(dst[i]) != math.Float32bits(v) {
+							t.Fatalf("d=%d m=%d [%d,+%d): distance %d = %v, reference %v", d, m, m0, n, i, dst[i], v)
+						}
+						wantMin = min(wantMin, v)
+					}
+					if mn != wantMin {
+						t.Fatalf("d=%d m=%d [%d,+%d): minimum distance %v, reference %v", d, m, m0, n, mn, wantMin)
 					}
 					var got, want [8]float64
 					got[1], want[1] = 0.25, 0.25 // the kernels add to what is there
@@ -122,11 +136,11 @@ func TestStreamKernelsCutOffs(t *testing.T) {
 	const m = 8 // one vector: every lane holds one term
 	for _, x := range []float32{0, -1e-30, probCut, nextDown(probCut), nextUp(probCut), expMin, nextDown(expMin), nextUp(expMin), -200, -1e30} {
 		// d = 1, z = 0, c = 0, 1/b = 1: the argument is −|ẑ|, exactly.
-		aux := make([]float32, m)
+		aux := make([][]float32, m)
 		for i := range aux {
-			aux[i] = -x
+			aux[i] = []float32{-x}
 		}
-		at := newAuxT(aux, m, 1)
+		at := newAuxT(aux)
 		z := []float32{0}
 		var acc [8]float64
 		q := make([]float32, m)
@@ -141,9 +155,7 @@ func TestStreamKernelsCutOffs(t *testing.T) {
 		if acc[0] != want || acc[7] != want {
 			t.Errorf("E at argument %v: %v, want %v", x, acc[0], want)
 		}
-		row := []float32{-x}
-		at1 := newAuxT(row, 1, 1)
-		dst := []float32{at1.distAt(z, 0)}
+		dst := []float32{at.distAt(z, 0)}
 		newPriorForCut().fromDist(dst, 0, 1)
 		if float64(dst[0]) != want {
 			t.Errorf("table E at argument %v: %v, want %v", x, dst[0], want)

@@ -73,7 +73,7 @@ type TrainStats struct {
 	TrainLoss float64 `json:"-"`
 	ValLoss   float64 `json:"-"`
 	// Precomputed reports whether the marginal objective's training table
-	// fitted Config.MemoryBudget (false: recomputed in every step; always
+	// fitted Config.MemoryBudget (false: streamed in every step; always
 	// false for the forward objective).
 	Precomputed bool `json:"precomputed"`
 	// ProbabilitySpace reports whether the marginal objective used the
@@ -435,15 +435,27 @@ func (t *marginalTrainer) lossGrad(nt *net, batch []int, grad []float64) float64
 	blocks := pr.blocks
 	for c0 := 0; c0 < nb; c0 += t.chunkLen {
 		chunk := batch[c0:min(nb, c0+t.chunkLen)]
-		nn.ParallelTasks(p, len(chunk), func(_, r int) {
-			var buf []float32
-			if t.rowBuf != nil {
-				buf = t.rowBuf[r*m : (r+1)*m]
-			}
-			lp, v, f, shift := pr.rowLoss(s, chunk[r], buf)
-			t.lossN[c0+r] = -lp
-			t.rowV[r], t.rowF[r], t.rowShift[r] = v, float32(f), shift
-		})
+		if s.tab == nil { // streamed: groups of rows through each block of auxiliary points
+			nn.ParallelTasks(p, (len(chunk)+streamGroup-1)/streamGroup, func(_, g int) {
+				r0, r1 := g*streamGroup, min(len(chunk), (g+1)*streamGroup)
+				var lp, f [streamGroup]float64
+				pr.streamLosses(s, chunk[r0:r1], lp[:], f[:], t.rowShift[r0:r1])
+				for r := r0; r < r1; r++ {
+					t.lossN[c0+r] = -lp[r-r0]
+					t.rowV[r], t.rowF[r] = nil, float32(f[r-r0])
+				}
+			})
+		} else {
+			nn.ParallelTasks(p, len(chunk), func(_, r int) {
+				var buf []float32
+				if t.rowBuf != nil {
+					buf = t.rowBuf[r*m : (r+1)*m]
+				}
+				lp, v, f, shift := pr.rowLoss(s, chunk[r], buf)
+				t.lossN[c0+r] = -lp
+				t.rowV[r], t.rowF[r], t.rowShift[r] = v, float32(f), shift
+			})
+		}
 		nn.ParallelTasks(p, len(blocks), func(_, bi int) {
 			b := &blocks[bi]
 			for r, i := range chunk {
@@ -518,6 +530,22 @@ func (t *marginalTrainer) meanLoss(nt *net, pr *prior, s *mset) float64 {
 func (t *marginalTrainer) rowLosses(nt *net, pr *prior, s *mset) []float64 {
 	pr.head(nt, t.p)
 	l := make([]float64, s.n)
+	if s.tab == nil {
+		nn.ParallelTasks(t.p, (s.n+streamGroup-1)/streamGroup, func(_, g int) {
+			var rows [streamGroup]int
+			var lp, f [streamGroup]float64
+			var shift [streamGroup]float32
+			n := min(streamGroup, s.n-g*streamGroup)
+			for r := range n {
+				rows[r] = g*streamGroup + r
+			}
+			pr.streamLosses(s, rows[:n], lp[:], f[:], shift[:])
+			for r := range n {
+				l[rows[r]] = -lp[r]
+			}
+		})
+		return l
+	}
 	nn.ParallelTasks(t.p, s.n, func(w, i int) {
 		lp, _, _, _ := pr.rowLoss(s, i, t.bufs[w])
 		l[i] = -lp
