@@ -3,6 +3,7 @@ package classifier
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -190,5 +191,29 @@ func TestDot8(t *testing.T) {
 		if !sameLanes(&got, &want) {
 			t.Fatalf("n=%d: dot8 %v, reference %v", n, got, want)
 		}
+	}
+}
+
+// TestStreamedMemoryBounded: without a table, preparing the split and a
+// training step allocate memory of the order of the auxiliary points
+// (K×M accumulators, the MLP's activations, d×M latents) and the rows, not
+// N×M: here under a tenth of the 4·N·M = 320 MB a table would take.
+func TestStreamedMemoryBounded(t *testing.T) {
+	const n, m, d, k = 4000, 20000, 8, 10
+	aux, noisy, labels := tinyMarginal(3, m, n, d, k, 1)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	tr, nt, _ := newTestMarginal(t, aux, noisy, labels, 1, KRRMatrix(2, k), []int{50}, -1)
+	grad := make([]float64, len(nt.params))
+	tr.lossGrad(nt, allRows(128), grad)
+	runtime.ReadMemStats(&after)
+	if tr.train.tab != nil {
+		t.Fatal("a table was built with a negative budget")
+	}
+	got, table := after.TotalAlloc-before.TotalAlloc, uint64(4*n*m)
+	t.Logf("allocated %.1f MB for the streamed split and one step (a table: %.0f MB)", float64(got)/1e6, float64(table)/1e6)
+	if got > table/10 {
+		t.Errorf("allocated %d bytes, more than a tenth of the %d-byte table", got, table)
 	}
 }
