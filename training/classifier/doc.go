@@ -137,6 +137,11 @@
 //	before: table           3.00 ± 0.20   7.9 ± 4.4
 //	before: recompute       7.37 ± 0.31  14.7 ± 3.8
 //
+// In log space (R = identity, 2 interleaved runs) the table takes 5.20 and
+// 5.29 CPU s per epoch (7.38 before its row loop was vectorised,
+// logTableRow), streaming 5.76 and 5.40: the float64 head and gradient of
+// that kernel are most of the epoch there.
+//
 // The kernels cost 1.2–1.4 CPU ns per pair and pass (BenchmarkStreamKernel,
 // two passes per pair and step), the table's sum 0.13–0.19 in cache; the
 // MLP's passes over the M auxiliary points, shared by both paths, are most

@@ -44,7 +44,6 @@ type prior struct {
 	at         auxT // the raw auxiliary latents, feature-major (d × M)
 	blocks     []auxBlock
 	amax       []float32 // log space: max_m A[k][m] after the last head
-	ones       []float32 // M ones, for sums as float64-accumulating dot products
 	// q is K×M row-major: Q[k][m] = Σ_y R[k][y]·softmax_ψ(ẑ_m)_y in
 	// probability space, A[k][m] = log Q[k][m] in log space.
 	q []float32
@@ -97,8 +96,6 @@ func newPrior(nt *net, std nn.Standardiser, aux [][]float32, r [][]float64) *pri
 	}
 	pr.probSpace = channelIsProbSpace(pr.r, k)
 	pr.amax = make([]float32, k)
-	pr.ones = make([]float32, m)
-	fill(pr.ones, 1)
 	pr.symmetric = true
 	for i := range k {
 		for j := range k {
@@ -386,10 +383,7 @@ func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float
 	a := pr.q[k*m : (k+1)*m]
 	shift = pr.logShift(s, i, tab)
 	buf = buf[:m]
-	for j, w := range tab[:len(a)] {
-		buf[j] = fexpFlush(w + a[j] - shift)
-	}
-	dot8(buf, pr.ones, &acc)
+	logTableRow(tab, a, shift, buf, &acc)
 	sum := lanes8(&acc)
 	return s.konst[i] + float64(shift) + math.Log(sum), buf, 1 / sum, shift
 }

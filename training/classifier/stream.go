@@ -167,6 +167,23 @@ func (a auxT) logMax(z []float32, c, invb float32, av []float32) float32 {
 	return mx
 }
 
+// logTableRow is the log-space kernel on a table row w (w' of every
+// auxiliary point): it writes e_i = exp(w'_i + A_i − shift), 0 below expMin,
+// into dst and adds each to lane i mod 8 of acc.
+func logTableRow(w, av []float32, shift float32, dst []float32, acc *[8]float64) {
+	n := len(w)
+	av, dst = av[:n], dst[:n]
+	i := 0
+	if useAVX2 && n >= 8 {
+		i = n &^ 7
+		logTableAVX2(&w[0], &av[0], shift, &dst[0], i, acc)
+	}
+	for ; i < n; i++ {
+		dst[i] = fexpFlush(w[i] + av[i] - shift)
+		acc[i&7] += float64(dst[i])
+	}
+}
+
 // dot8 adds x[i]·y[i] to lane i mod 8 of acc: the table path's S_n (and,
 // with y all ones, its log-space sum), in the streamed path's order.
 func dot8(x, y []float32, acc *[8]float64) {

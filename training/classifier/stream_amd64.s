@@ -301,3 +301,35 @@ dmdone:
 	VMOVSS       X9, ret+48(FP)
 	VZEROUPPER
 	RET
+
+// func logTableAVX2(w, a *float32, shift float32, dst *float32, n int, acc *[8]float64)
+TEXT ·logTableAVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), SI
+	MOVQ         a+8(FP), BX
+	VBROADCASTSS shift+16(FP), Y11
+	MOVQ         dst+24(FP), DI
+	MOVQ         n+32(FP), DX
+	MOVQ         acc+40(FP), AX
+	VMOVUPS      expmin<>(SB), Y12
+	LOAD_ACC
+	SHRQ         $3, DX
+	JZ           ltdone
+ltloop:
+	VMOVUPS      (SI), Y0
+	VADDPS       (BX), Y0, Y0
+	VSUBPS       Y11, Y0, Y0
+	VCMPPS       $1, Y12, Y0, Y7
+	FEXP
+	VMOVUPS      Y1, (DI)
+	WIDEN
+	VADDPD       Y2, Y8, Y8
+	VADDPD       Y3, Y9, Y9
+	ADDQ         $32, SI
+	ADDQ         $32, BX
+	ADDQ         $32, DI
+	DECQ         DX
+	JNZ          ltloop
+ltdone:
+	STORE_ACC
+	VZEROUPPER
+	RET

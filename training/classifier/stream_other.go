@@ -29,3 +29,7 @@ func dot8AVX2(x, y *float32, n int, acc *[8]float64) {
 func distMinAVX2(aux *float32, stride int, z *float32, d int, dst *float32, n int) float32 {
 	panic("classifier: no assembly kernel in this build")
 }
+
+func logTableAVX2(w, a *float32, shift float32, dst *float32, n int, acc *[8]float64) {
+	panic("classifier: no assembly kernel in this build")
+}

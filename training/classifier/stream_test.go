@@ -103,6 +103,24 @@ func TestStreamKernelsMatchReference(t *testing.T) {
 					if !sameLanes(&got, &want) {
 						t.Fatalf("d=%d m=%d 1/b=%v [%d,+%d): logSum %v, reference %v", d, m, invb, m0, n, got, want)
 					}
+					// The log-space kernel on a table row of the same points.
+					w := make([]float32, n)
+					for i := range w {
+						w[i] = float32((c - at.distAt(z, m0+i)) * invb)
+					}
+					e := make([]float32, n)
+					got, want = [8]float64{}, [8]float64{}
+					logTableRow(w, av[m0:m0+n], shift, e, &got)
+					for i := range n {
+						v := fexpFlush(w[i] + av[m0+i] - shift)
+						if math.Float32bits(e[i]) != math.Float32bits(v) {
+							t.Fatalf("d=%d m=%d [%d,+%d): logTableRow e[%d] = %v, reference %v", d, m, m0, n, i, e[i], v)
+						}
+						want[i&7] += float64(v)
+					}
+					if !sameLanes(&got, &want) {
+						t.Fatalf("d=%d m=%d [%d,+%d): logTableRow sums %v, reference %v", d, m, m0, n, got, want)
+					}
 					h := randVec(r, m, 0, 1)
 					hw := append([]float32(nil), h...)
 					at.probAxpy(z, c, invb, f, h, m0, n)
