@@ -59,7 +59,7 @@ type Config struct {
 	// MemoryBudget bounds, in bytes, the ψ-independent N×M float32 table of
 	// the marginal objective (4·N·M bytes for the training split, the same
 	// again for the validation split); a split whose table does not fit is
-	// recomputed chunk by chunk in every step instead. 0 means
+	// streamed in every step instead (same results, no table). 0 means
 	// DefaultMemoryBudget (4 GiB); a negative value never precomputes. It is
 	// a resource limit for the operator, so it is not read from JSON.
 	MemoryBudget int64 `json:"-"`

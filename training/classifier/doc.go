@@ -106,9 +106,50 @@
 // The N×M table (E or w', float32) is precomputed when 4·N·M bytes fit
 // Config.MemoryBudget (default 4 GiB; the training split first, then the
 // validation split with what is left): 2.4 GB at N = 13,500, M = 45,000.
-// Otherwise each row is recomputed in every step (distances, then E or w'),
-// which gives bit-identical results at the cost of d subtractions and one
-// exp per pair. BenchmarkMarginalEpoch measures both.
+// A split whose table does not fit (or any split, with a negative budget)
+// is streamed: each step computes every batch row's S_n in one pass over
+// the M auxiliary points, distance, exponential and float64 sum fused with
+// nothing stored, then, per block of 1024 auxiliary points (in parallel over
+// blocks), recomputes the row's E (or e) on the block and adds f_n·E to the
+// accumulator. Memory is then the feature-major copy of the auxiliary
+// latents (d·M floats), the K×M accumulator and the rows themselves,
+// nothing of size N×M (TestStreamedMemoryBounded). The kernels
+// (stream.go) vectorise across auxiliary points, eight per AVX2 register
+// (assembly behind a runtime CPU check; the pure-Go reference elsewhere and
+// with -tags purego), never across features, so each pair's distance and
+// exponential are the table's float32 operations in the table's order, and
+// sums over m go into eight float64 lanes (lane m mod 8) reduced in one
+// fixed order on both paths: table and stream give bit-identical training
+// (TestTableAndRecomputeAgree). Streaming computes each E twice per step
+// where the table reads it twice from memory; measured (below) the table
+// is still faster where it fits, so it stays the default within the budget.
+//
+// BenchmarkMarginalEpoch at N = 13,500, M = 45,000, d = 8, K = 10 (one
+// epoch, 106 steps), mean ± sd of 3 interleaved runs of -benchtime 3x on 2
+// cores shared with other jobs at load average 8–15, so CPU seconds are
+// the comparable figure (wall time mostly measures the waiting):
+//
+//	                        CPU s/epoch   wall s/epoch
+//	table                   2.14 ± 0.20   4.5 ± 1.6
+//	streamed                2.91 ± 0.27   7.3 ± 3.2
+//	table, -tags openblas   2.08 ± 0.12   5.0 ± 1.6
+//	streamed, openblas      2.87 ± 0.03   9.5 ± 4.9
+//	before: table           3.00 ± 0.20   7.9 ± 4.4
+//	before: recompute       7.37 ± 0.31  14.7 ± 3.8
+//
+// In log space (R = identity, 2 interleaved runs) the table takes 5.20 and
+// 5.29 CPU s per epoch (7.38 before its row loop was vectorised,
+// logTableRow), streaming 5.76 and 5.40: the float64 head and gradient of
+// that kernel are most of the epoch there.
+//
+// The kernels cost 1.2–1.4 CPU ns per pair and pass (BenchmarkStreamKernel,
+// two passes per pair and step), the table's sum 0.13–0.19 in cache; the
+// MLP's passes over the M auxiliary points, shared by both paths, are most
+// of the rest. The streamed epoch's CPU time is below the 3.25 s wall time
+// of the PyTorch reference of the same protocol (issue #17) even if it ran
+// on one core. Building the table costs 4.0 CPU s once (the streamed setup
+// 0.33, BenchmarkMarginalSetup), so over the epochs of a training run the
+// table still wins where it fits.
 //
 // For a symmetric channel (K-RR) the products with R cost K instead of K²
 // per auxiliary point: Q[k] = flip + (keep − flip)·softmax_k.
@@ -117,21 +158,24 @@
 // runtime.GOMAXPROCS goroutines (so a goroutine the operating system
 // deschedules holds up no barrier): the MLP passes over blocks of 1024
 // auxiliary points; the kernel first over the minibatch's rows (S_n and the
-// row's vector), then over blocks of auxiliary points (each block adds the
-// rows' contributions to its own columns of the K×M accumulator, in batch
-// order); the backward pass over fixed groups of blocks, whose gradients
+// row's vector; groups of 8 rows when streamed), then over blocks of
+// auxiliary points (each block adds the rows' contributions to its own
+// columns of the K×M accumulator, in batch order); the backward pass over fixed groups of blocks, whose gradients
 // are summed in order. Every floating-point sum thus has a fixed order, and
 // training is reproducible bit for bit for a given seed, data and build,
-// whatever GOMAXPROCS (both objectives). Batches whose rows' vectors would
-// exceed 256 MiB are processed in chunks of rows, with identical results.
+// whatever GOMAXPROCS (both objectives). Batches are processed in chunks
+// of at most 256 MiB/(4·M) rows (the log-space table path keeps a vector of
+// M per row), with identical results.
 //
 // # The MLP
 //
 // ReLU hidden layers (Config.Hidden, default {50}: thesis §9.3; empty is
 // multinomial logistic regression), a linear output layer of K logits and a
 // softmax. Storage is float32; activations are feature-major (units ×
-// samples) so every product is a run of long axpys and dots along the
-// sample axis, evaluated by gonum's BLAS (the implementation behind blas32).
+// samples). The layer products W·A and Wᵀ·dZ are nn/sgemm's AVX2 kernel
+// (each element the chain of roundings of the axpys along the sample axis
+// it replaced: results did not change), the weight gradients dots along
+// the sample axis by gonum's BLAS.
 // Initialisation: He-uniform U(±√(6/fan_in)) before a ReLU, Glorot-uniform
 // for the output layer, biases 0, from a PCG stream of Config.Seed
 // (math/rand/v2); another stream shuffles the rows every epoch.

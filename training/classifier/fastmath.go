@@ -33,17 +33,21 @@ const (
 )
 
 func fexp(x float32) float32 {
-	t := x*log2e32 + roundMagic
+	// Every product is converted to float32 explicitly: the conversion
+	// rounds it and so forbids fusing it with the next addition (an FMA,
+	// which GOAMD64=v3 would emit), keeping the result that of the
+	// assembly kernels (stream_amd64.s) in every build.
+	t := float32(x*log2e32) + roundMagic
 	k := t - roundMagic
-	r := x - k*expC1 - k*expC2
+	r := x - float32(k*expC1) - float32(k*expC2)
 	// P(r) by Estrin's scheme (shorter dependency chain than Horner, so
 	// more independent calls overlap in the loops using fexp).
 	r2 := r * r
-	p01 := 5.0000001201e-1 + 1.6666665459e-1*r
-	p23 := 4.1665795894e-2 + 8.3334519073e-3*r
-	p45 := 1.3981999507e-3 + 1.9875691500e-4*r
-	p := p01 + r2*(p23+r2*p45)
-	p = p*r2 + r + 1
+	p01 := 5.0000001201e-1 + float32(1.6666665459e-1*r)
+	p23 := 4.1665795894e-2 + float32(8.3334519073e-3*r)
+	p45 := 1.3981999507e-3 + float32(1.9875691500e-4*r)
+	p := p01 + float32(r2*(p23+float32(r2*p45)))
+	p = float32(p*r2) + r + 1
 	return p * math.Float32frombits(uint32(int32(k)+127)<<23)
 }
 

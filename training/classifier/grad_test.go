@@ -332,7 +332,7 @@ func TestColLossUnderflow(t *testing.T) {
 	r := flatChannel(KRRMatrix(math.Inf(1), 3))
 	logp, p, dl := make([]float64, 3), make([]float64, 3), make([]float32, 3)
 	loss := colLoss(r, 3, lg, 1, 0, 1, logp, p, dl, 1)
-	want := 900 + lse([]float64{0, -900, 5})
+	want := 900 + nn.LogSumExp([]float64{0, -900, 5})
 	if math.Abs(loss-want) > 1e-12*want {
 		t.Errorf("loss %v, want %v", loss, want)
 	}

@@ -41,10 +41,9 @@ type prior struct {
 	// (keep − flip)·H[j]: K instead of K² operations per auxiliary point.
 	symmetric  bool
 	keep, flip float32
-	auxR       []float32 // raw auxiliary latents, row-major (M × d)
+	at         auxT // the raw auxiliary latents, feature-major (d × M)
 	blocks     []auxBlock
 	amax       []float32 // log space: max_m A[k][m] after the last head
-	ones       []float32 // M ones, for sums as float64-accumulating dot products
 	// q is K×M row-major: Q[k][m] = Σ_y R[k][y]·softmax_ψ(ẑ_m)_y in
 	// probability space, A[k][m] = log Q[k][m] in log space.
 	q []float32
@@ -90,15 +89,13 @@ func flatChannel(r [][]float64) []float64 {
 
 func newPrior(nt *net, std nn.Standardiser, aux [][]float32, r [][]float64) *prior {
 	m, d, k := len(aux), len(aux[0]), len(r)
-	pr := &prior{m: m, d: d, k: k, r: flatChannel(r), auxR: make([]float32, 0, d*m), q: make([]float32, k*m)}
+	pr := &prior{m: m, d: d, k: k, r: flatChannel(r), at: newAuxT(aux), q: make([]float32, k*m)}
 	pr.rf = make([]float32, len(pr.r))
 	for i, v := range pr.r {
 		pr.rf[i] = float32(v)
 	}
 	pr.probSpace = channelIsProbSpace(pr.r, k)
 	pr.amax = make([]float32, k)
-	pr.ones = make([]float32, m)
-	fill(pr.ones, 1)
 	pr.symmetric = true
 	for i := range k {
 		for j := range k {
@@ -108,9 +105,6 @@ func newPrior(nt *net, std nn.Standardiser, aux [][]float32, r [][]float64) *pri
 		}
 	}
 	pr.keep, pr.flip = float32(r[0][0]), float32(r[0][1])
-	for _, row := range aux {
-		pr.auxR = append(pr.auxR, row...)
-	}
 	for m0 := 0; m0 < m; m0 += auxChunk {
 		cols := min(auxChunk, m-m0)
 		b := auxBlock{m0: m0, cols: cols, x: make([]float32, d*cols), acts: nt.newActs(cols), p: make([]float32, k*cols),
@@ -282,50 +276,12 @@ type mset struct {
 	tab []float32
 }
 
+// row is point i's privatised latent.
+func (s *mset) row(i int) []float32 { return s.noisy[i*s.d : (i+1)*s.d] }
+
 // abs32 is |x| for float32 by clearing the sign bit.
 func abs32(x float32) float32 {
 	return math.Float32frombits(math.Float32bits(x) &^ (1 << 31))
-}
-
-// dist writes ‖z − ẑ_m‖₁ (float32, features summed in order) for every m
-// into dst (len M). The auxiliary latents are row-major, so each distance
-// is one pass over d contiguous values (faster than d passes over M).
-func (pr *prior) dist(z []float32, dst []float32) {
-	d := pr.d
-	dst = dst[:pr.m]
-	aux := pr.auxR[:pr.m*d]
-	if d == 8 { // the VLM's latent dimension, unrolled
-		z := z[:8]
-		for i := range dst {
-			a := aux[i*8 : i*8+8 : i*8+8]
-			s := abs32(z[0] - a[0])
-			s += abs32(z[1] - a[1])
-			s += abs32(z[2] - a[2])
-			s += abs32(z[3] - a[3])
-			s += abs32(z[4] - a[4])
-			s += abs32(z[5] - a[5])
-			s += abs32(z[6] - a[6])
-			s += abs32(z[7] - a[7])
-			dst[i] = s
-		}
-		return
-	}
-	z = z[:d]
-	for i := range dst {
-		a := aux[i*d : i*d+d]
-		s := abs32(z[0] - a[0])
-		for j := 1; j < len(z); j++ {
-			s += abs32(z[j] - a[j])
-		}
-		dst[i] = s
-	}
-}
-
-// row writes the table row of point z (with constant c) into dst: E in
-// probability space, w' in log space.
-func (pr *prior) row(z []float32, c, invb float32, dst []float32) {
-	pr.dist(z, dst)
-	pr.fromDist(dst[:pr.m], c, invb)
 }
 
 // fromDist turns distances into a table row in place.
@@ -367,20 +323,30 @@ func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b 
 			return
 		}
 		if bufs[w] == nil {
-			bufs[w] = make([]float32, m)
+			bufs[w] = make([]float32, auxChunk)
 		}
 		for i := t * rowsPerTask; i < min(n, (t+1)*rowsPerTask); i++ {
-			z := s.noisy[i*d : (i+1)*d]
-			row := bufs[w]
+			z := s.row(i)
+			var row []float32
 			if s.tab != nil {
 				row = s.tab[i*m : (i+1)*m]
 			}
-			pr.dist(z, row)
-			c := slices.Min(row)
+			// c = min_m ‖z − ẑ_m‖₁ and its first index, block by block.
+			c, nearest := float32(math.Inf(1)), 0
+			for m0 := 0; m0 < m; m0 += auxChunk {
+				cols := min(auxChunk, m-m0)
+				dst := bufs[w][:cols]
+				if row != nil {
+					dst = row[m0 : m0+cols]
+				}
+				if bm := pr.at.distances(z, m0, cols, dst); bm < c {
+					c, nearest = bm, m0+slices.Index(dst, bm)
+				}
+			}
 			s.c[i] = c
-			s.nearest[i] = int32(slices.Index(row, c))
+			s.nearest[i] = int32(nearest)
 			s.konst[i] = base - float64(c)/b
-			if s.tab != nil {
+			if row != nil {
 				pr.fromDist(row, c, s.invb)
 			}
 		}
@@ -392,51 +358,102 @@ func newMset(ctx context.Context, pr *prior, noisy [][]float32, labels []int, b 
 }
 
 // rowLoss evaluates log p(ỹ_i, z̃_i) for point i of s (Eq 4.11 in the form
-// of the package documentation) and returns it with the vector v and factor
-// f whose product f·v is what point i adds to the kernel accumulator of its
-// label: H[ỹ_i] += E_i/S_i in probability space (the responsibilities are
-// r_im = Q[ỹ_i][m]·E_im/S_i), G[ỹ_i] += e_i/S_i = r_i in log space. buf is
-// scratch of length M (nil is allowed for probability space with a table);
-// v is buf or a row of s.tab.
-func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float32, f float64) {
+// of the package documentation) and returns it with what point i adds to
+// the kernel accumulator of its label, f·v: H[ỹ_i] += E_i/S_i in
+// probability space (the responsibilities are r_im = Q[ỹ_i][m]·E_im/S_i),
+// G[ỹ_i] += e_i/S_i = r_i in log space, e_i = exp(w'_i + A[ỹ_i] − shift).
+// With a table, v is its row (probability space) or buf (log space,
+// length M); streamed, v is nil and the caller recomputes E_i or e_i per
+// block of auxiliary points (auxT.probAxpy, auxT.logAxpy).
+func (pr *prior) rowLoss(s *mset, i int, buf []float32) (logp float64, v []float32, f float64, shift float32) {
+	if s.tab == nil {
+		var lp, fs [1]float64
+		var sh [1]float32
+		pr.streamLosses(s, []int{i}, lp[:], fs[:], sh[:])
+		return lp[0], nil, fs[0], sh[0]
+	}
 	m, k := pr.m, s.labels[i]
-	if buf != nil {
-		buf = buf[:m] // nil: a probability-space table row needs no scratch
-	}
-	e := buf
-	if s.tab != nil {
-		e = s.tab[i*m : (i+1)*m]
-	} else {
-		pr.row(s.noisy[i*s.d:(i+1)*s.d], s.c[i], s.invb, buf)
-	}
+	tab := s.tab[i*m : (i+1)*m]
+	var acc [8]float64
 	if pr.probSpace {
-		sum := blas.Dsdot(m, e, 1, pr.q[k*m:(k+1)*m], 1)
-		return s.konst[i] + math.Log(sum), e, 1 / sum
+		dot8(tab, pr.q[k*m:(k+1)*m], &acc)
+		sum := lanes8(&acc)
+		return s.konst[i] + math.Log(sum), tab, 1 / sum, 0
 	}
 	a := pr.q[k*m : (k+1)*m]
-	// One pass when the shift lo = A[k][nearest] (a lower bound of max_m
-	// s_m, attained where w' = 0) is within 80 of the upper bound max_m
-	// A[k][m]: then no e_m overflows float32, the nearest term is exactly 1
-	// so S ≥ 1, and skipped terms are below 2^-126 of it.
-	if lo := a[s.nearest[i]]; pr.amax[k]-lo <= 80 {
-		for j, w := range e[:len(a)] {
-			buf[j] = fexpFlush(w + a[j] - lo)
-		}
-		sum := blas.Dsdot(m, buf, 1, pr.ones, 1)
-		return s.konst[i] + float64(lo) + math.Log(sum), buf, 1 / sum
-	}
-	mx := float32(math.Inf(-1))
-	for j, w := range e[:len(a)] {
-		x := w + a[j]
-		buf[j] = x
-		mx = max(mx, x)
-	}
-	for j, x := range buf {
-		buf[j] = fexpFlush(x - mx)
-	}
-	sum := blas.Dsdot(m, buf, 1, pr.ones, 1)
-	return s.konst[i] + float64(mx) + math.Log(sum), buf, 1 / sum
+	shift = pr.logShift(s, i, tab)
+	buf = buf[:m]
+	logTableRow(tab, a, shift, buf, &acc)
+	sum := lanes8(&acc)
+	return s.konst[i] + float64(shift) + math.Log(sum), buf, 1 / sum, shift
 }
+
+// logShift is the log-space kernel's shift for point i (tab its table row,
+// nil when streamed). One pass suffices when A[k][nearest] (a lower bound
+// of max_m s_m, attained where w' = 0) is within 80 of the upper bound
+// max_m A[k][m]: then no e_m overflows float32, the nearest term is exactly
+// 1 so S ≥ 1, and skipped terms are below 2^-126 of it. Otherwise the shift
+// is max_m s_m, which costs a pass of its own.
+func (pr *prior) logShift(s *mset, i int, tab []float32) float32 {
+	m, k := pr.m, s.labels[i]
+	a := pr.q[k*m : (k+1)*m]
+	shift := a[s.nearest[i]]
+	if pr.amax[k]-shift <= 80 {
+		return shift
+	}
+	if tab == nil {
+		return pr.at.logMax(s.row(i), s.c[i], s.invb, a)
+	}
+	shift = float32(math.Inf(-1))
+	for j, w := range tab[:len(a)] {
+		shift = max(shift, w+a[j])
+	}
+	return shift
+}
+
+// streamLosses is rowLoss for the rows idx of a split without a table:
+// logp, f and the shift of each into lp, f and shift. The sums run block by
+// block of auxiliary points with every row of idx inside a block, so that
+// the block's latents and Q stay in L1 across the rows; each row's lanes
+// still take its terms in order of m, so the result is the table's bit for
+// bit.
+func (pr *prior) streamLosses(s *mset, idx []int, lp, f []float64, shift []float32) {
+	m := pr.m
+	var accs [streamGroup][8]float64
+	for g0 := 0; g0 < len(idx); g0 += streamGroup {
+		rows := idx[g0:min(len(idx), g0+streamGroup)]
+		acc := accs[:len(rows)]
+		clear(acc)
+		if !pr.probSpace {
+			for r, i := range rows {
+				shift[g0+r] = pr.logShift(s, i, nil)
+			}
+		}
+		for m0 := 0; m0 < m; m0 += auxChunk {
+			n := min(auxChunk, m-m0)
+			for r, i := range rows {
+				k := s.labels[i]
+				if pr.probSpace {
+					pr.at.probSum(s.row(i), s.c[i], s.invb, pr.q[k*m:(k+1)*m], m0, n, &acc[r])
+				} else {
+					pr.at.logSum(s.row(i), s.c[i], s.invb, pr.q[k*m:(k+1)*m], shift[g0+r], m0, n, &acc[r])
+				}
+			}
+		}
+		for r, i := range rows {
+			sum := lanes8(&acc[r])
+			if pr.probSpace {
+				lp[g0+r] = s.konst[i] + math.Log(sum)
+			} else {
+				lp[g0+r] = s.konst[i] + float64(shift[g0+r]) + math.Log(sum)
+			}
+			f[g0+r] = 1 / sum
+		}
+	}
+}
+
+// streamGroup is the number of rows streamLosses takes through each block.
+const streamGroup = 8
 
 // dlogits writes into dl (K × cols) the gradient of the step's loss
 // −(1/B)·Σ_n log p(ỹ_n, z̃_n) with respect to block b's logits, given the

@@ -4,9 +4,11 @@ import (
 	"math"
 	"math/rand/v2"
 
+	gblas "gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/ldpsql/ldpsql/training/nn"
+	"github.com/ldpsql/ldpsql/training/nn/sgemm"
 )
 
 // blas is gonum's pure-Go BLAS (assembly kernels on amd64), the
@@ -15,6 +17,13 @@ import (
 // BLAS (the vlm package's openblas build) does not pay a cgo call per
 // level-1 kernel here: the products below are many short axpys and dots.
 var blas gonum.Implementation
+
+// gemm is the products of the MLP's layers (W·A forward, Wᵀ·dZ backward):
+// nn/sgemm's register-blocked kernel, which computes each element as the
+// same chain of roundings as the axpys it replaces (bias, then + w_ij·a_j in
+// order of j, each product rounded), so results are unchanged and the
+// layers run several times faster.
+var gemm sgemm.Implementation
 
 // net is the classifier's MLP: ReLU hidden layers and a linear output layer
 // of K logits. Activations are feature-major: a block of `cols` samples is a
@@ -117,24 +126,19 @@ func (ab *actBuf) logits() []float32 { return ab.a[len(ab.a)-1] }
 // forward runs the MLP on x (in × cols, feature-major) for cols ≤ ab.cols
 // columns, storing the block with row stride cols.
 func (nt *net) forward(x []float32, cols int, ab *actBuf) {
+	if cols == 0 {
+		return
+	}
 	a := x
 	for l := range nt.layers() {
 		in, out := nt.sizes[l], nt.sizes[l+1]
-		w, b := nt.w(l), nt.b(l)
 		z := ab.a[l][:out*cols]
-		hidden := l < nt.layers()-1
-		for i := range out {
-			zi := z[i*cols : (i+1)*cols]
-			fill(zi, b[i])
-			wi := w[i*in : (i+1)*in]
-			for j, wij := range wi {
-				if wij != 0 {
-					blas.Saxpy(cols, wij, a[j*cols:(j+1)*cols], 1, zi, 1)
-				}
-			}
-			if hidden {
-				relu(zi)
-			}
+		for i, bi := range nt.b(l) {
+			fill(z[i*cols:(i+1)*cols], bi)
+		}
+		gemm.Sgemm(gblas.NoTrans, gblas.NoTrans, out, cols, in, 1, nt.w(l), in, a, cols, 1, z, cols)
+		if l < nt.layers()-1 {
+			relu(z)
 		}
 		a = z
 	}
@@ -206,15 +210,15 @@ func (nt *net) backward(x []float32, cols int, ab *actBuf, dlogits []float32, gr
 		da := s0[:in*cols]
 		s0, s1 = s1, s0
 		w := nt.w(l)
-		for j := range in {
-			daj := da[j*cols : (j+1)*cols]
-			clear(daj)
-			for i := range out {
-				if wij := w[i*in+j]; wij != 0 {
-					blas.Saxpy(cols, wij, dz[i*cols:(i+1)*cols], 1, daj, 1)
-				}
+		wt := make([]float32, in*out) // Wᵀ, for da = Wᵀ·dz as one product
+		for i := range out {
+			for j := range in {
+				wt[j*out+i] = w[i*in+j]
 			}
-			maskByPositive(daj, prev[j*cols:(j+1)*cols])
+		}
+		gemm.Sgemm(gblas.NoTrans, gblas.NoTrans, in, cols, out, 1, wt, out, dz, cols, 0, da, cols)
+		for j := range in {
+			maskByPositive(da[j*cols:(j+1)*cols], prev[j*cols:(j+1)*cols])
 		}
 		dz = da
 	}

@@ -62,21 +62,6 @@ func refSoftmax(l []float64) []float64 {
 	return p
 }
 
-func lse(v []float64) float64 {
-	mx := math.Inf(-1)
-	for _, x := range v {
-		mx = math.Max(mx, x)
-	}
-	if math.IsInf(mx, -1) {
-		return mx
-	}
-	s := 0.0
-	for _, x := range v {
-		s += math.Exp(x - mx)
-	}
-	return mx + math.Log(s)
-}
-
 // refMarginalLog is −(1/N)·Σ_n log p(ỹ_n, z̃_n) by Eq 4.11 evaluated in log
 // space in float64: log p = −log M + LSE_m[w_nm + log Σ_y R[ỹ_n][y]·p_ψ(y|ẑ_m)].
 func refMarginalLog(sizes []int, params []float64, std nn.Standardiser, aux, noisy [][]float32, labels []int, b float64, r [][]float64) float64 {
@@ -103,7 +88,7 @@ func refMarginalLog(sizes []int, params []float64, std nn.Standardiser, aux, noi
 			}
 			terms[i] = -float64(d)*math.Log(2*b) - l1/b + logQ[i][labels[n]]
 		}
-		total += -(-math.Log(float64(m)) + lse(terms))
+		total += -(-math.Log(float64(m)) + nn.LogSumExp(terms))
 	}
 	return total / float64(len(noisy))
 }

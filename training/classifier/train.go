@@ -73,7 +73,7 @@ type TrainStats struct {
 	TrainLoss float64 `json:"-"`
 	ValLoss   float64 `json:"-"`
 	// Precomputed reports whether the marginal objective's training table
-	// fitted Config.MemoryBudget (false: recomputed in every step; always
+	// fitted Config.MemoryBudget (false: streamed in every step; always
 	// false for the forward objective).
 	Precomputed bool `json:"precomputed"`
 	// ProbabilitySpace reports whether the marginal objective used the
@@ -315,9 +315,10 @@ type marginalTrainer struct {
 	// batch, H in probability space, G in log space. Rows are zero between
 	// steps.
 	h        []float32
-	rowBuf   []float32   // rowsPerChunk × M: the batch rows' v_n when not table rows
-	rowV     [][]float32 // per batch row of the chunk: v_n
+	rowBuf   []float32   // chunkLen × M: the batch rows' v_n with a log-space table
+	rowV     [][]float32 // per batch row of the chunk: v_n (nil: streamed)
 	rowF     []float32   // per batch row of the chunk: f_n
+	rowShift []float32   // per batch row of the chunk: the log-space shift
 	present  []bool      // labels present in the batch
 	bufs     [][]float32 // per worker: M scratch (validation)
 	groups   int         // blocks are summed into this many gradients
@@ -379,11 +380,12 @@ func newMarginalTrainer(ctx context.Context, cfg Config, nt *net, std nn.Standar
 	t.h = make([]float32, k*m)
 	t.present = make([]bool, k)
 	t.chunkLen = max(1, min(cfg.BatchSize, t.train.n, maxRowBuf/(4*m)))
-	if t.train.tab == nil || !t.pr.probSpace {
+	if t.train.tab != nil && !t.pr.probSpace { // log-space table rows need a buffer
 		t.rowBuf = make([]float32, t.chunkLen*m)
 	}
 	t.rowV = make([][]float32, t.chunkLen)
 	t.rowF = make([]float32, t.chunkLen)
+	t.rowShift = make([]float32, t.chunkLen)
 	nb := len(t.pr.blocks)
 	t.groups = max(1, min(nb, maxGroupGrads/max(1, len(nt.params))))
 	for range t.groups {
@@ -433,20 +435,40 @@ func (t *marginalTrainer) lossGrad(nt *net, batch []int, grad []float64) float64
 	blocks := pr.blocks
 	for c0 := 0; c0 < nb; c0 += t.chunkLen {
 		chunk := batch[c0:min(nb, c0+t.chunkLen)]
-		nn.ParallelTasks(p, len(chunk), func(_, r int) {
-			var buf []float32
-			if t.rowBuf != nil {
-				buf = t.rowBuf[r*m : (r+1)*m]
-			}
-			lp, v, f := pr.rowLoss(s, chunk[r], buf)
-			t.lossN[c0+r] = -lp
-			t.rowV[r], t.rowF[r] = v, float32(f)
-		})
+		if s.tab == nil { // streamed: groups of rows through each block of auxiliary points
+			nn.ParallelTasks(p, (len(chunk)+streamGroup-1)/streamGroup, func(_, g int) {
+				r0, r1 := g*streamGroup, min(len(chunk), (g+1)*streamGroup)
+				var lp, f [streamGroup]float64
+				pr.streamLosses(s, chunk[r0:r1], lp[:], f[:], t.rowShift[r0:r1])
+				for r := r0; r < r1; r++ {
+					t.lossN[c0+r] = -lp[r-r0]
+					t.rowV[r], t.rowF[r] = nil, float32(f[r-r0])
+				}
+			})
+		} else {
+			nn.ParallelTasks(p, len(chunk), func(_, r int) {
+				var buf []float32
+				if t.rowBuf != nil {
+					buf = t.rowBuf[r*m : (r+1)*m]
+				}
+				lp, v, f, shift := pr.rowLoss(s, chunk[r], buf)
+				t.lossN[c0+r] = -lp
+				t.rowV[r], t.rowF[r], t.rowShift[r] = v, float32(f), shift
+			})
+		}
 		nn.ParallelTasks(p, len(blocks), func(_, bi int) {
 			b := &blocks[bi]
 			for r, i := range chunk {
 				y := s.labels[i]
-				blas.Saxpy(b.cols, t.rowF[r], t.rowV[r][b.m0:b.m0+b.cols], 1, t.h[y*m+b.m0:y*m+b.m0+b.cols], 1)
+				h := t.h[y*m : (y+1)*m]
+				switch {
+				case t.rowV[r] != nil:
+					blas.Saxpy(b.cols, t.rowF[r], t.rowV[r][b.m0:b.m0+b.cols], 1, h[b.m0:b.m0+b.cols], 1)
+				case pr.probSpace:
+					pr.at.probAxpy(s.row(i), s.c[i], s.invb, t.rowF[r], h, b.m0, b.cols)
+				default:
+					pr.at.logAxpy(s.row(i), s.c[i], s.invb, pr.q[y*m:(y+1)*m], t.rowShift[r], t.rowF[r], h, b.m0, b.cols)
+				}
 			}
 		})
 	}
@@ -508,8 +530,24 @@ func (t *marginalTrainer) meanLoss(nt *net, pr *prior, s *mset) float64 {
 func (t *marginalTrainer) rowLosses(nt *net, pr *prior, s *mset) []float64 {
 	pr.head(nt, t.p)
 	l := make([]float64, s.n)
+	if s.tab == nil {
+		nn.ParallelTasks(t.p, (s.n+streamGroup-1)/streamGroup, func(_, g int) {
+			var rows [streamGroup]int
+			var lp, f [streamGroup]float64
+			var shift [streamGroup]float32
+			n := min(streamGroup, s.n-g*streamGroup)
+			for r := range n {
+				rows[r] = g*streamGroup + r
+			}
+			pr.streamLosses(s, rows[:n], lp[:], f[:], shift[:])
+			for r := range n {
+				l[rows[r]] = -lp[r]
+			}
+		})
+		return l
+	}
 	nn.ParallelTasks(t.p, s.n, func(w, i int) {
-		lp, _, _ := pr.rowLoss(s, i, t.bufs[w])
+		lp, _, _, _ := pr.rowLoss(s, i, t.bufs[w])
 		l[i] = -lp
 	})
 	return l

@@ -125,3 +125,29 @@ func (d *WDBC) MinMaxRows() [][]float32 {
 	}
 	return rows
 }
+
+// StandardisedRows returns the rows order[0], order[1], … as float32, each feature standardised by its
+// mean and population standard deviation over the whole data set (a constant feature, which WDBC has
+// none of, would give NaN).
+func (d *WDBC) StandardisedRows(order []int) [][]float32 {
+	n, k := len(d.Features), len(d.Features[0])
+	mu, sd := make([]float64, k), make([]float64, k)
+	for _, f := range d.Features {
+		for j, v := range f {
+			mu[j] += v / float64(n)
+		}
+	}
+	for _, f := range d.Features {
+		for j, v := range f {
+			sd[j] += (v - mu[j]) * (v - mu[j]) / float64(n)
+		}
+	}
+	rows := make([][]float32, len(order))
+	for i, p := range order {
+		rows[i] = make([]float32, k)
+		for j, v := range d.Features[p] {
+			rows[i][j] = float32((v - mu[j]) / math.Sqrt(sd[j]))
+		}
+	}
+	return rows
+}

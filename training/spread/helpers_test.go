@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/optimize"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // krr returns the K×K k-ary randomised-response channel that keeps a label
@@ -117,7 +119,7 @@ func forwardLL(theta []float64, x [][]float64, ct []int, r [][]float64) (float64
 			}
 			lg[c] = v
 		}
-		lse := logSumExp(lg)
+		lse := nn.LogSumExp(lg)
 		z := 0.0
 		for c := range k {
 			lg[c] = math.Exp(lg[c] - lse) // p_c
@@ -290,7 +292,7 @@ func isBound(theta []float64, x [][]float64, ct []int, r [][]float64, s int) (fl
 			}
 			p[c] = v
 		}
-		lse := logSumExp(p)
+		lse := nn.LogSumExp(p)
 		for c := range k {
 			p[c] = math.Exp(p[c] - lse)
 		}

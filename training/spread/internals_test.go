@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // mixedData is a small K = 3 set with one feature of each channel kind.
@@ -108,7 +110,7 @@ func TestLaplaceProposalMatchesLogSpace(t *testing.T) {
 				for k := range lw {
 					lw[k] = math.Log(f.prior[k]) - math.Abs(x-f.centre[k])/b
 				}
-				lse := logSumExp(lw)
+				lse := nn.LogSumExp(lw)
 				prev := 0.0
 				for k := range bins {
 					got := (cdf[k] - prev) / tot
@@ -272,7 +274,7 @@ func spreadLL(tr *trainer, r [][]float64, theta []float64) (float64, []float64) 
 				}
 				lg[c] = v
 			}
-			lse := logSumExp(lg)
+			lse := nn.LogSumExp(lg)
 			q := 0.0
 			g := make([]float64, k+d)
 			for c := range k {
@@ -304,7 +306,7 @@ func spreadLL(tr *trainer, r [][]float64, theta []float64) (float64, []float64) 
 		for i, tm := range terms {
 			lws[i] = tm.logw
 		}
-		lse := logSumExp(lws)
+		lse := nn.LogSumExp(lws)
 		f += lse
 		for _, tm := range terms {
 			post := math.Exp(tm.logw - lse)

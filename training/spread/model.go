@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/ldpsql/ldpsql/training/internal/artifact"
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // Model is a trained multinomial logistic-regression classifier,
@@ -58,7 +59,7 @@ func (m *Model) Probabilities(x []float64) []float64 {
 		}
 		p[c] = v
 	}
-	lse := logSumExp(p)
+	lse := nn.LogSumExp(p)
 	if math.IsNaN(lse) || math.IsInf(lse, 0) {
 		return nil
 	}

@@ -499,7 +499,7 @@ func (t *trainer) row(n int, theta []float64, rng *rand.Rand, sc *scratch, a *ac
 	// fixed for the rest of the iteration.
 	w := sc.w
 	if first {
-		lse := logSumExp(sc.logp)
+		lse := nn.LogSumExp(sc.logp)
 		for j := range s {
 			w[j] = math.Exp(sc.logp[j] - lse)
 		}
@@ -573,7 +573,7 @@ func (t *trainer) rowExact(n int, theta []float64, rng *rand.Rand, sc *scratch, 
 	// log q_s = lse_c(log R[c̃][c] + ℓ_c) − lse_c(ℓ_c), r(·|s) = softmax(log R[c̃] + ℓ).
 	for j := range ns {
 		lg := sc.resp[j*k : (j+1)*k]
-		lseL := logSumExp(lg)
+		lseL := nn.LogSumExp(lg)
 		m := math.Inf(-1)
 		for c := range k {
 			lg[c] += logR[c]
@@ -582,7 +582,7 @@ func (t *trainer) rowExact(n int, theta []float64, rng *rand.Rand, sc *scratch, 
 		sc.logp[j] = m + math.Log(softmaxShifted(lg, m)) - lseL
 	}
 	w := sc.w[:ns]
-	lse := logSumExp(sc.logp[:ns])
+	lse := nn.LogSumExp(sc.logp[:ns])
 	for j := range ns {
 		w[j] = math.Exp(sc.logp[j] - lse)
 	}
@@ -594,7 +594,7 @@ func (t *trainer) rowExact(n int, theta []float64, rng *rand.Rand, sc *scratch, 
 	for j := range ns {
 		lg := sc.logits[j*k : (j+1)*k]
 		r := sc.resp[j*k : (j+1)*k]
-		lseP := logSumExp(lg)
+		lseP := nn.LogSumExp(lg)
 		e := 0.0
 		for c := range k {
 			lp := lg[c] - lseP // log p_θ(c|x^s)
@@ -765,19 +765,4 @@ func searchCDF(cdf []float64, u float64) int {
 		}
 	}
 	return lo
-}
-
-func logSumExp(v []float64) float64 {
-	m := math.Inf(-1)
-	for _, x := range v {
-		m = max(m, x)
-	}
-	if math.IsInf(m, -1) {
-		return m
-	}
-	s := 0.0
-	for _, x := range v {
-		s += math.Exp(x - m)
-	}
-	return m + math.Log(s)
 }

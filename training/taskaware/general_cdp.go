@@ -47,21 +47,13 @@ func (t *trainer) cdpTrain(ctx context.Context, nt *net, loop nn.Loop, nEnc int,
 	}
 	ws := make([][]float32, len(nt.params))
 	var opt *nn.Adam[float32, float32]
-	norms := make([]float64, gbs)
-	var scaled []float32
-	var sampled []int
+	dg := &graph.DPGradient{D: d, Rows: gbs, VM: nt.vm, Loss: nt.loss, LayerIn: nt.layerIn, ZGrad: nt.zGrad}
 	batches := (n + d.Batch - 1) / d.Batch
 	calls := 0
 	res, err := loop.Run(ctx, n, nn.Steps{Step: func([]int) (float64, error) {
 		epoch := calls/batches + 1
 		calls++
-		sampled = d.Sample(sampled[:0])
-		for _, g := range grads {
-			clear(g)
-		}
-		lossSum := 0.0
-		for lo := 0; lo == 0 || lo < len(sampled); lo += gbs { // one empty chunk when no row was sampled
-			chunk := sampled[lo:min(len(sampled), lo+gbs)]
+		loss, err := dg.Step(grads, func(chunk []int) error {
 			for i := range gbs {
 				if i < len(chunk) {
 					row := chunk[i]
@@ -75,22 +67,13 @@ func (t *trainer) cdpTrain(ctx context.Context, nt *net, loop nn.Loop, nEnc int,
 				}
 			}
 			if ph != nil {
-				if err := t.drawNoise(nt, *ph, epoch); err != nil {
-					return 0, err
-				}
+				return t.drawNoise(nt, *ph, epoch)
 			}
-			if err := nt.vm.RunAll(); err != nil {
-				nt.vm.Reset()
-				return 0, err
-			}
-			lossSum += float64(nt.loss.Value().Data().(float32))
-			if err := graph.AddClipped(nt.layerIn, nt.zGrad, gbs, len(chunk), d.Clip, norms, &scaled, grads); err != nil {
-				nt.vm.Reset()
-				return 0, err
-			}
-			nt.vm.Reset()
+			return nil
+		})
+		if err != nil {
+			return 0, err
 		}
-		d.Privatise(grads)
 		for i, p := range nt.params {
 			v, err := graph.F32s(p.Value())
 			if err != nil {
@@ -113,7 +96,7 @@ func (t *trainer) cdpTrain(ctx context.Context, nt *net, loop nn.Loop, nEnc int,
 			opt = nn.NewAdam[float32, float32](total, t.c.LR)
 		}
 		opt.StepSegments(ws, grads)
-		return lossSum / max(1, float64(len(sampled))), nil
+		return loss, nil
 	}})
 	return res.TrainLoss, err
 }

@@ -283,26 +283,11 @@ func TestTrainSmallEpsStandardised(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, d := len(w.Features), len(w.Features[0])
-	mu, sd := make([]float64, d), make([]float64, d)
-	for _, f := range w.Features {
-		for j, v := range f {
-			mu[j] += v / float64(n)
-		}
-	}
-	for _, f := range w.Features {
-		for j, v := range f {
-			sd[j] += (v - mu[j]) * (v - mu[j]) / float64(n)
-		}
-	}
-	var rows [][]float32
-	var labels []float64
-	for _, p := range rand.New(rand.NewPCG(3, 3)).Perm(n)[:200] {
-		x := make([]float32, d)
-		for j, v := range w.Features[p] {
-			x[j] = float32((v - mu[j]) / math.Sqrt(sd[j]))
-		}
-		rows, labels = append(rows, x), append(labels, float64(w.Labels[p]))
+	order := rand.New(rand.NewPCG(3, 3)).Perm(len(w.Labels))[:200]
+	rows := w.StandardisedRows(order)
+	labels := make([]float64, len(order))
+	for i, p := range order {
+		labels[i] = float64(w.Labels[p])
 	}
 	for _, enc := range []string{EncoderLinear, EncoderMLP} {
 		c := DefaultTrainConfig() // a task model trained the default 4,000 steps: confident logits

@@ -15,9 +15,10 @@ import (
 // are the steps d was calibrated for. The sampled rows go through the graph in chunks of gbs rows
 // (d.ChunkRows: a second chunk is rare). The graph gives, for each dense layer, its input X (rows x_r)
 // and the loss's gradient Δ at its pre-activation (rows δ_r, row r's own: the rows are independent in
-// the loss); graph.AddClipped forms the sum of the per-example gradients clipped to d.Clip from them,
-// one GEMM per layer, so gorgonia computes no weight gradient at all. d.Privatise adds the noise and
-// divides by the expected batch size, then Adam steps.
+// the loss); graph.DPGradient (the sampling, the chunks, the clipping and the noise every CDP model
+// shares) forms the sum of the per-example gradients clipped to d.Clip from them with
+// graph.AddClipped, one GEMM per layer, so gorgonia computes no weight gradient at all, and d.Privatise
+// adds the noise and divides by the expected batch size; then Adam steps.
 func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, d *nn.DPSGD, gbs int, xBuf, xiBuf, wBuf []float32,
 	opt *nn.Adam[float32, float32], xiNoise *rand.Rand) (func([]int) (float64, error), error) {
 	in := m.inputDim
@@ -28,43 +29,28 @@ func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, d *nn.DPSGD, gb
 	for i, p := range tg.params {
 		segG[i] = make([]float32, p.Shape().TotalSize())
 	}
-	norms := make([]float64, gbs)
-	scaled := make([]float32, 0) // c∘Δ of one layer
-	sampled := make([]int, 0, 2*gbs)
-
-	return func([]int) (float64, error) {
-		sampled = d.Sample(sampled[:0])
-		for _, g := range segG {
-			clear(g)
+	dg := &graph.DPGradient{D: d, Rows: gbs, VM: vm, Loss: tg.loss, LayerIn: tg.layerIn, ZGrad: tg.zGrad}
+	load := func(chunk []int) error {
+		for i := range gbs {
+			dst := xBuf[i*in : (i+1)*in]
+			if i < len(chunk) {
+				copy(dst, data[chunk[i]*in:(chunk[i]+1)*in])
+				wBuf[i] = 1
+			} else {
+				clear(dst)
+				wBuf[i] = 0
+			}
 		}
-		lossSum := 0.0
-		for lo := 0; lo == 0 || lo < len(sampled); lo += gbs { // one empty chunk when no row was sampled
-			chunk := sampled[lo:min(len(sampled), lo+gbs)]
-			k := len(chunk)
-			for i := range gbs {
-				dst := xBuf[i*in : (i+1)*in]
-				if i < k {
-					copy(dst, data[chunk[i]*in:(chunk[i]+1)*in])
-					wBuf[i] = 1
-				} else {
-					clear(dst)
-					wBuf[i] = 0
-				}
-			}
-			for i := range xiBuf {
-				xiBuf[i] = float32(nn.StdLaplace(xiNoise))
-			}
-			tg.live = k
-			if err := vm.RunAll(); err != nil {
-				vm.Reset()
-				return 0, err
-			}
-			lossSum += float64(tg.loss.Value().Data().(float32))
-			if err := tg.addClipped(gbs, k, d.Clip, norms, &scaled, segG); err != nil {
-				vm.Reset()
-				return 0, err
-			}
-			vm.Reset()
+		for i := range xiBuf {
+			xiBuf[i] = float32(nn.StdLaplace(xiNoise))
+		}
+		tg.live = len(chunk)
+		return nil
+	}
+	return func([]int) (float64, error) {
+		loss, err := dg.Step(segG, load)
+		if err != nil {
+			return 0, err
 		}
 		for i, p := range tg.params {
 			w, err := graph.F32s(p.Value())
@@ -73,9 +59,8 @@ func (m *Model) cdpStep(tg *trainGraph, vm G.VM, data []float32, d *nn.DPSGD, gb
 			}
 			segW[i] = w
 		}
-		d.Privatise(segG)
 		opt.StepSegments(segW, segG)
-		return lossSum / max(1, float64(len(sampled))), nil
+		return loss, nil
 	}, nil
 }
 

@@ -652,3 +652,84 @@ func refEncoderH(m *Model, p []float64, x []float64) []float64 {
 	}
 	return v
 }
+
+// TestTrainAndEncodePassesAgree: the VLM has two forward passes, the gorgonia training graph and the
+// BLAS inference pass of Model.Encode (package documentation, "Inference"); on random weights and
+// inputs, rows inside and outside the ℓ1 ball, the graph's ν(h(x)) and Encode's output agree to
+// float32 rounding (relative 1e-5 of the row's ℓ1 norm, well above the few ulps that the two
+// summation orders give, far below any wrong layer, bias or clip).
+func TestTrainAndEncodePassesAgree(t *testing.T) {
+	for _, cfg := range []Config{
+		{D: 3, L: 1.5, Hidden: []int{7, 5}},
+		{D: 4, L: 12, Hidden: []int{6}, Likelihood: Gaussian, EpsPretrain: 4},
+		{D: 2, L: 2, Linear: true, EpsPretrain: 7},
+	} {
+		const in, bs = 9, 16
+		m := randomModel(21, cfg, in)
+		r := rand.New(rand.NewPCG(8, 8))
+		x, xi, w := make([]float32, bs*in), make([]float32, bs*m.cfg.D), make([]float32, bs)
+		rows := make([][]float32, bs)
+		for i := range rows {
+			scale := 3.0 // odd rows large (clipped), even rows small (inside the ball)
+			if i%2 == 0 {
+				scale = 0.01
+			}
+			for f := range in {
+				x[i*in+f] = float32(scale * r.NormFloat64())
+			}
+			rows[i] = x[i*in : (i+1)*in]
+			w[i] = 1
+		}
+		tg, err := newTrainGraph(m, bs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []struct {
+			n *G.Node
+			v []float32
+		}{{tg.x, x}, {tg.xi, xi}, {tg.w, w}} {
+			if err := G.Let(v.n, tensor.New(tensor.WithShape(v.n.Shape()...), tensor.WithBacking(v.v))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tg.live = bs
+		var muV G.Value // read during the run: later ops may reuse the node's memory
+		G.Read(tg.mu, &muV)
+		vm := G.NewTapeMachine(tg.g, G.BindDualValues(tg.params...))
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		mu, err := graph.F32s(muV)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu = slices.Clone(mu)
+		vm.Close()
+		z, err := m.Encode(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inside, worst := 0, 0.0
+		for i, zr := range z {
+			l1 := 0.0
+			for _, v := range zr {
+				l1 += math.Abs(float64(v))
+			}
+			if l1 < 0.999*m.cfg.L {
+				inside++
+			}
+			for k, v := range zr {
+				g := mu[i*m.cfg.D+k]
+				e := math.Abs(float64(g-v)) / max(l1, 1e-3)
+				if e > 1e-5 {
+					t.Fatalf("%+v: row %d, z[%d]: graph %v, Encode %v", cfg, i, k, g, v)
+				}
+				worst = max(worst, e)
+			}
+		}
+		t.Logf("D=%d hidden %v linear %v: %d of %d rows inside the ball, worst difference %.2g·‖z‖₁", m.cfg.D, m.cfg.Hidden, m.cfg.Linear, inside, bs, worst)
+		if inside == 0 || inside == bs {
+			t.Errorf("%+v: %d of %d rows inside the ball: the test should see both sides of the clip", cfg, inside, bs)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 	G "gorgonia.org/gorgonia"
+
+	"github.com/ldpsql/ldpsql/training/nn"
 )
 
 // AddClipped is DP-SGD's clipped gradient sum for a stack of dense layers, after a run of their graph:
@@ -66,4 +68,54 @@ func AddClipped(layerIn, zGrad []*G.Node, gbs, k int, clip float64, norms []floa
 			1, blas32.General{Rows: din, Cols: dout, Stride: dout, Data: grads[2*l]})
 	}
 	return nil
+}
+
+// DPGradient forms the privatised gradient of one DP-SGD step through a graph of dense layers, the part
+// of the step every model trained under CDP shares.
+type DPGradient struct {
+	D    *nn.DPSGD
+	Rows int // the graph's rows per run (D.ChunkRows())
+	VM   G.VM
+	// Loss is the graph's loss (a float32 scalar summed over the run's rows); LayerIn and ZGrad are
+	// AddClipped's.
+	Loss           *G.Node
+	LayerIn, ZGrad []*G.Node
+
+	norms   []float64
+	scaled  []float32
+	sampled []int
+}
+
+// Step draws the step's Poisson sample (D.Sample) and runs it through the graph in chunks of Rows rows
+// (one empty chunk when no row was sampled): load fills the graph's inputs for a chunk, padding the rows
+// after it with weight 0, before each run; each chunk's per-example gradients, clipped to D.Clip, are
+// added to grads (cleared first; AddClipped), and D.Privatise adds the noise and averages. It returns
+// the mean loss per sampled row. An error of load or of the graph is returned (the VM reset).
+func (g *DPGradient) Step(grads [][]float32, load func(chunk []int) error) (float64, error) {
+	if g.norms == nil {
+		g.norms = make([]float64, g.Rows)
+	}
+	g.sampled = g.D.Sample(g.sampled[:0])
+	for _, gr := range grads {
+		clear(gr)
+	}
+	lossSum := 0.0
+	for lo := 0; lo == 0 || lo < len(g.sampled); lo += g.Rows {
+		chunk := g.sampled[lo:min(len(g.sampled), lo+g.Rows)]
+		if err := load(chunk); err != nil {
+			return 0, err
+		}
+		if err := g.VM.RunAll(); err != nil {
+			g.VM.Reset()
+			return 0, err
+		}
+		lossSum += float64(g.Loss.Value().Data().(float32))
+		err := AddClipped(g.LayerIn, g.ZGrad, g.Rows, len(chunk), g.D.Clip, g.norms, &g.scaled, grads)
+		g.VM.Reset()
+		if err != nil {
+			return 0, err
+		}
+	}
+	g.D.Privatise(grads)
+	return lossSum / max(1, float64(len(g.sampled))), nil
 }
