@@ -190,9 +190,9 @@ func TestEtlFromDBToDB(t *testing.T) {
 
 // A protected source: every released row is charged ε_x + ε_y to its unit through the server, the
 // units whose budget would be exceeded are left out of the output (here Parquet files) and counted;
-// an analyst can neither run the job nor call the charging procedure.
+// an analyst can neither call the charging procedure nor read the protected rows with a job.
 func TestEtlProtectedSourceCharges(t *testing.T) {
-	f := newETLFixture(t, "people")
+	f := newETLFixture(t, "people", "open_people")
 	mustExec(t, f.root, "CALL ldp_set_budget('people', 10)")
 	// Units 301..320 spend 5 first (a FLIP_LABEL release each): 5 + 8 > 10.
 	mustExec(t, f.root, "SELECT id, FLIP_LABEL(y, 5, 2) FROM people WHERE id <= 320")
@@ -235,10 +235,26 @@ func TestEtlProtectedSourceCharges(t *testing.T) {
 	if s := f.spentByUnit(t, "people")["330"]; s != 8 {
 		t.Errorf("unit 330 spent %v after the analyst's call, want 8", s)
 	}
-	analystDSN := fmt.Sprintf("analyst:pw@tcp(%s)/ldpsql", f.srv.addr)
-	if got, err := exec.Command(f.etl, "privatize", "--mechanism", f.mech, "--from-db", analystDSN, "--table", "people", "--features", "f", "--label", "y",
-		"--k", "2", "--eps", "1", "--out", filepath.Join(f.dir, "analyst")).CombinedOutput(); err == nil || !strings.Contains(string(got), "reading the ledger") {
-		t.Errorf("the analyst's job: %v\n%s", err, got)
+	// The analyst's job cannot read the ledger, so reads the table as any client: the server refuses
+	// them a protected table's raw rows, and nothing is released or charged.
+	analystJob := func(table, out string) (string, error) {
+		got, err := exec.Command(f.etl, "privatize", "--mechanism", f.mech, "--from-db", fmt.Sprintf("analyst:pw@tcp(%s)/ldpsql", f.srv.addr), "--table", table,
+			"--features", "f", "--label", "y", "--k", "2", "--eps", "1", "--out", filepath.Join(f.dir, out)).CombinedOutput()
+		return string(got), err
+	}
+	before := f.ints(t, "SELECT COUNT(*) FROM ldpsql_catalog.ldp_releases")[0]
+	if got, err := analystJob("people", "analyst"); err == nil || !strings.Contains(got, "access denied") {
+		t.Errorf("the analyst's job on the protected table: %v\n%s", err, got)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "analyst", "releases.parquet")); err == nil {
+		t.Errorf("the analyst's refused job left releases")
+	}
+	if after := f.ints(t, "SELECT COUNT(*) FROM ldpsql_catalog.ldp_releases")[0]; after != before {
+		t.Errorf("the analyst's job charged %d releases", after-before)
+	}
+	// A table without a budget is the analyst's to release as they like.
+	if got, err := analystJob("open_people", "analyst_open"); err != nil || !strings.Contains(got, "released 269 rows") {
+		t.Errorf("the analyst's job on an unprotected table: %v\n%s", err, got)
 	}
 }
 
