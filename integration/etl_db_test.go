@@ -260,72 +260,100 @@ func TestEtlProtectedSourceCharges(t *testing.T) {
 
 var jobRE = regexp.MustCompile(`job (\w+) \(if it is killed`)
 
-// A job killed (SIGKILL) while it charges leaves no destination table, and no staged release whose
-// unit is uncharged; rerun with the same job id it completes, and every unit is charged once per
-// release: the retried batches are not charged again.
+// A job killed (SIGKILL) leaves no destination table, and no staged release whose unit is uncharged;
+// rerun with the same job id it completes, and every unit is charged once per release: the retried
+// batches are not charged again. Killed twice: while it charges (after its first charge), and while
+// it writes (once its staging table holds releases).
 func TestEtlKilledJobRerun(t *testing.T) {
-	f := newETLFixture(t, "people")
-	mustExec(t, f.root, "CALL ldp_set_budget('people', 100, 'charge')")
-	args := []string{"privatize", "--mechanism", f.mech, "--from-db", f.dsn, "--table", "people", "--features", "f", "--label", "y", "--k", "2",
-		"--eps", "8", "--lambda", "0.5", "--to-db", f.dsn, "--into", "released", "--charge-batch", "1", "--partitions", "1"}
-	cmd := exec.Command(f.etl, args...)
-	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	charges := func() int64 {
-		return f.ints(t, "SELECT COUNT(*) FROM ldpsql_catalog.ldp_releases WHERE table_name = 'people'")[0]
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for charges() == 0 {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("no charge in 2 minutes:\n%s", stderr.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	atKill := charges()
-	t.Logf("killed after %d charges (of %d)", atKill, 2*269)
-	if atKill >= 2*269 {
-		t.Fatalf("the job charged every row before it was killed: the test did not kill it mid-way")
-	}
-	m := jobRE.FindStringSubmatch(stderr.String())
-	if m == nil {
-		t.Fatalf("no job id in the output:\n%s", stderr.String())
-	}
-	job := m[1]
-	if n := f.ints(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = 'released'"); n[0] != 0 {
-		t.Fatalf("the killed job left its destination")
-	}
-	// Whatever it staged was charged first.
-	staged := f.ints(t, "SELECT id FROM _ldpsql_etl_"+job)
-	spent := f.spentByUnit(t, "people")
-	for _, id := range staged {
-		if spent[strconv.FormatInt(id, 10)] != 8 {
-			t.Errorf("staged release of unit %d, which spent %v", id, spent[strconv.FormatInt(id, 10)])
-		}
-	}
-	t.Logf("the killed job staged %d releases", len(staged))
+	f := newETLFixture(t, "people", "people2")
+	for _, c := range []struct {
+		table, when string
+		extra       []string
+	}{
+		{"people", "charging", []string{"--charge-batch", "1", "--partitions", "1"}},
+		{"people2", "writing", []string{"--charge-batch", "10", "--shards", "60"}},
+	} {
+		t.Run(c.when, func(t *testing.T) {
+			mustExec(t, f.root, "CALL ldp_set_budget('"+c.table+"', 100, 'charge')")
+			dst := c.table + "_released"
+			args := append([]string{"privatize", "--mechanism", f.mech, "--from-db", f.dsn, "--table", c.table, "--features", "f", "--label", "y", "--k", "2",
+				"--eps", "8", "--lambda", "0.5", "--to-db", f.dsn, "--into", dst}, c.extra...)
+			cmd := exec.Command(f.etl, args...)
+			var stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stderr, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			charges := func() int64 {
+				return f.ints(t, "SELECT COUNT(*) FROM ldpsql_catalog.ldp_releases WHERE table_name = '"+c.table+"'")[0]
+			}
+			var job string
+			ready := func() bool {
+				if c.when == "charging" {
+					return charges() > 0
+				}
+				if job == "" {
+					if m := jobRE.FindStringSubmatch(stderr.String()); m != nil {
+						job = m[1]
+					}
+					return false
+				}
+				n, err := queryAll(f.root, "SELECT COUNT(*) FROM _ldpsql_etl_"+job)
+				return err == nil && n[0][0] != "0"
+			}
+			deadline := time.Now().Add(2 * time.Minute)
+			for !ready() {
+				if time.Now().After(deadline) || cmd.ProcessState != nil {
+					_ = cmd.Process.Kill()
+					t.Fatalf("not %s in 2 minutes:\n%s", c.when, stderr.String())
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+			m := jobRE.FindStringSubmatch(stderr.String())
+			if m == nil {
+				t.Fatalf("no job id in the output:\n%s", stderr.String())
+			}
+			job = m[1]
+			if n := f.ints(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = '"+dst+"'"); n[0] != 0 {
+				t.Fatalf("the job killed while %s left its destination (it ran to its end:\n%s)", c.when, stderr.String())
+			}
+			// Whatever it staged was charged first.
+			staged := f.ints(t, "SELECT id FROM _ldpsql_etl_"+job)
+			spent := f.spentByUnit(t, c.table)
+			for _, id := range staged {
+				if s := spent[strconv.FormatInt(id, 10)]; s != 8 {
+					t.Errorf("staged release of unit %d, which spent %v", id, s)
+				}
+			}
+			atKill := charges()
+			t.Logf("killed while %s, after %d charges (of %d), with %d releases staged", c.when, atKill, 2*269, len(staged))
+			if c.when == "charging" && atKill >= 2*269 {
+				t.Fatalf("the job charged every row before it was killed: the test did not kill it while charging")
+			}
+			if c.when == "writing" && len(staged) == 0 {
+				t.Fatalf("nothing staged")
+			}
 
-	out, err := exec.Command(f.etl, append(args, "--job-id", job)...).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "released 269 rows") || strings.Contains(string(out), "left out") {
-		t.Fatalf("the rerun: %v\n%s", err, out)
-	}
-	if n := f.ints(t, "SELECT COUNT(*) FROM released"); n[0] != 269 {
-		t.Errorf("%d releases, want 269", n[0])
-	}
-	if n := charges(); n != 2*269 {
-		t.Errorf("%d charges after the rerun, want %d: a retried batch was charged again", n, 2*269)
-	}
-	for u, s := range f.spentByUnit(t, "people") {
-		if s != 8 {
-			t.Errorf("unit %s spent %v, want 8", u, s)
-		}
-	}
-	if n := f.ints(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE '_ldpsql_etl_%'"); n[0] != 0 {
-		t.Errorf("%d staging tables left", n[0])
+			out, err := exec.Command(f.etl, append(args, "--job-id", job)...).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "released 269 rows") || strings.Contains(string(out), "left out") {
+				t.Fatalf("the rerun: %v\n%s", err, out)
+			}
+			if n := f.ints(t, "SELECT COUNT(*) FROM "+dst); n[0] != 269 {
+				t.Errorf("%d releases, want 269", n[0])
+			}
+			if n := charges(); n != 2*269 {
+				t.Errorf("%d charges after the rerun, want %d: a retried batch was charged again", n, 2*269)
+			}
+			for u, s := range f.spentByUnit(t, c.table) {
+				if s != 8 {
+					t.Errorf("unit %s spent %v, want 8", u, s)
+				}
+			}
+			if n := f.ints(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE '_ldpsql_etl_%'"); n[0] != 0 {
+				t.Errorf("%d staging tables left", n[0])
+			}
+		})
 	}
 }
