@@ -17,6 +17,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/ldpsql/ldpsql/client"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 )
 
@@ -481,25 +482,6 @@ func chargeReleases(s beam.Scope, releases beam.PCollection, plan dbPlan, epsX, 
 	return beam.ParDo2(s, &chargeFn{Plan: plan, EpsX: epsX, EpsY: epsY}, beam.GroupByKey(s, beam.ParDo(s, keyBatch, releases)))
 }
 
-// tableMeta is what an ldp_privatize table records in its comment (udf.PrivatizeMetadata, whose JSON
-// TRAIN_NOISY_CLASSIFIER and PREDICT read; this package talks to the server only over the wire).
-type tableMeta struct {
-	Source          string  `json:"source"`
-	Mechanism       string  `json:"mechanism"`
-	Randomiser      string  `json:"randomiser"`
-	Epsilon         float64 `json:"eps"`
-	Lambda          float64 `json:"lambda"`
-	EpsX            float64 `json:"eps_x"`
-	EpsY            float64 `json:"eps_y"`
-	K               int     `json:"K,omitempty"`
-	FeaturesCol     string  `json:"features_col"`
-	LabelCol        string  `json:"label_col,omitempty"`
-	OutputDim       int     `json:"output_dim"`
-	OutputSet       string  `json:"output_set"`
-	MechanismSHA256 string  `json:"mechanism_sha256,omitempty"`
-	ModelSHA256     string  `json:"model_sha256,omitempty"`
-}
-
 // planSink checks the destination (a new table; the mechanism registered on that server with the
 // model the releases are made with, as import-releases checks) and creates the staging table with
 // the metadata, dropping one a crashed try of the same job left.
@@ -544,7 +526,7 @@ func planSink(ctx context.Context, dst DBSink, spec Spec, keyInt bool, source, j
 		return sp, fmt.Errorf("--to-db: the destination's mechanism %q has a model whose SHA-256 is %q, the mechanism file's %s: release with a file exported from that server",
 			m.Name, got[1], m.ArtifactSHA256)
 	}
-	meta := tableMeta{Source: source, Mechanism: m.Name, Randomiser: rel.Randomiser, Epsilon: rel.Eps, Lambda: 1, EpsX: rel.EpsX, EpsY: rel.EpsY,
+	meta := client.TableMeta{Source: source, Mechanism: m.Name, Randomiser: rel.Randomiser, Epsilon: rel.Eps, Lambda: 1, EpsX: rel.EpsX, EpsY: rel.EpsY,
 		FeaturesCol: "features", OutputDim: m.OutputDim, OutputSet: desc.OutputSet.Describe(), MechanismSHA256: m.SHA256, ModelSHA256: m.ArtifactSHA256}
 	idType := "VARCHAR(255)"
 	if keyInt {

@@ -124,9 +124,9 @@ func (f *etlFixture) ints(t *testing.T, q string) []int64 {
 }
 
 // spentByUnit is what each unit of table has spent, by unit key.
-func (f *etlFixture) spentByUnit(t *testing.T, table string) map[string]float64 {
+func spentByUnit(t testing.TB, root *sql.DB, table string) map[string]float64 {
 	t.Helper()
-	rows, err := queryAll(f.root, "SELECT unit_key, spent FROM ldpsql_catalog.ldp_budget_units WHERE table_name = ?", table)
+	rows, err := queryAll(root, "SELECT unit_key, spent FROM ldpsql_catalog.ldp_budget_units WHERE table_name = ?", table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestEtlProtectedSourceCharges(t *testing.T) {
 	if err != nil || !strings.Contains(got, "released 249 rows") || !strings.Contains(got, "20 rows of 20 units left out: the server refused to charge them") {
 		t.Fatalf("etl privatize: %v\n%s", err, got)
 	}
-	spent := f.spentByUnit(t, "people")
+	spent := spentByUnit(t, f.root, "people")
 	for id := 301; id <= 569; id++ {
 		want := 8.0
 		if id <= 320 {
@@ -232,7 +232,7 @@ func TestEtlProtectedSourceCharges(t *testing.T) {
 	analyst := f.srv.readmeAnalyst(f.root)
 	mustExec(t, f.root, "GRANT EXECUTE ON PROCEDURE ldpsql.ldp_charge_external TO analyst@'%'")
 	execFails(t, analyst, `CALL ldp_charge_external('people', 'a', 1, 0, '["330"]')`, "only a dba may charge")
-	if s := f.spentByUnit(t, "people")["330"]; s != 8 {
+	if s := spentByUnit(t, f.root, "people")["330"]; s != 8 {
 		t.Errorf("unit 330 spent %v after the analyst's call, want 8", s)
 	}
 	// The analyst's job cannot read the ledger, so reads the table as any client: the server refuses
@@ -321,7 +321,7 @@ func TestEtlKilledJobRerun(t *testing.T) {
 			}
 			// Whatever it staged was charged first.
 			staged := f.ints(t, "SELECT id FROM _ldpsql_etl_"+job)
-			spent := f.spentByUnit(t, c.table)
+			spent := spentByUnit(t, f.root, c.table)
 			for _, id := range staged {
 				if s := spent[strconv.FormatInt(id, 10)]; s != 8 {
 					t.Errorf("staged release of unit %d, which spent %v", id, s)
@@ -346,7 +346,7 @@ func TestEtlKilledJobRerun(t *testing.T) {
 			if n := charges(); n != 2*269 {
 				t.Errorf("%d charges after the rerun, want %d: a retried batch was charged again", n, 2*269)
 			}
-			for u, s := range f.spentByUnit(t, c.table) {
+			for u, s := range spentByUnit(t, f.root, c.table) {
 				if s != 8 {
 					t.Errorf("unit %s spent %v, want 8", u, s)
 				}
