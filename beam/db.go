@@ -403,6 +403,9 @@ func (f *readTableFn) parse(r *Row, cells, units []sql.RawBytes) error {
 			raw, _ := json.Marshal(parts)
 			r.Unit = string(raw)
 		}
+		if r.Unit == "" {
+			return fmt.Errorf("unit column %s is empty, which ldp_charge_external does not take as a unit", p.Units[0])
+		}
 	}
 	return nil
 }
