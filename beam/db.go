@@ -374,8 +374,11 @@ func (f *readTableFn) parse(r *Row, cells, units []sql.RawBytes) error {
 	} else {
 		r.X = make([]float32, len(p.Features))
 		for i, c := range p.Features {
+			if cells[i] == nil {
+				return fmt.Errorf("%s is NULL", c)
+			}
 			v, err := strconv.ParseFloat(string(cells[i]), 32)
-			if cells[i] == nil || err != nil {
+			if err != nil {
 				return fmt.Errorf("%s, %q, is not a number", c, cells[i])
 			}
 			r.X[i] = float32(v)
@@ -383,8 +386,11 @@ func (f *readTableFn) parse(r *Row, cells, units []sql.RawBytes) error {
 	}
 	if p.Label != "" {
 		c := cells[len(p.Features)]
+		if c == nil {
+			return fmt.Errorf("label %s is NULL", p.Label)
+		}
 		y, err := strconv.Atoi(string(c))
-		if c == nil || err != nil || y < 0 || y >= f.K {
+		if err != nil || y < 0 || y >= f.K {
 			return fmt.Errorf("label %s, %q, is not a class 0..%d", p.Label, c, f.K-1)
 		}
 		r.Label = y

@@ -188,6 +188,54 @@ func TestEtlFromDBToDB(t *testing.T) {
 	}
 }
 
+// From the server to files, the features in numeric columns: every good row released into
+// releases.parquet (which import-releases takes), and a row with a NULL feature or a label that is not
+// a class reported in bad_rows.jsonl by its key, not released, not stopping the others.
+func TestEtlFromDBColumnsToFiles(t *testing.T) {
+	f := newETLFixture(t)
+	cols := make([]string, 30)
+	defs := make([]string, 30)
+	for j := range cols {
+		cols[j] = fmt.Sprintf("f%d", j+1)
+		defs[j] = cols[j] + " DOUBLE"
+	}
+	mustExec(t, f.root, "CREATE TABLE wide (id BIGINT PRIMARY KEY, "+strings.Join(defs, ", ")+", y INT)")
+	w, err := datasets.LoadWDBC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for i, x := range w.Features[:200] {
+		s := make([]string, len(x))
+		for j, v := range x {
+			s[j] = strconv.FormatFloat(v, 'g', 7, 64)
+		}
+		rows = append(rows, fmt.Sprintf("(%d, %s, %d)", 1000+i, strings.Join(s, ", "), w.Labels[i]))
+	}
+	mustExec(t, f.root, "INSERT INTO wide VALUES "+strings.Join(rows, ", "))
+	mustExec(t, f.root, "UPDATE wide SET f7 = NULL WHERE id = 1010")
+	mustExec(t, f.root, "UPDATE wide SET y = 5 WHERE id = 1100")
+	out := filepath.Join(f.dir, "out")
+	got, err := f.privatize(t, "wide", "--features", strings.Join(cols, ","), "--out", out, "--partitions", "2")
+	if err != nil || !strings.Contains(got, "released 198 rows") || !strings.Contains(got, "2 bad rows left out") {
+		t.Fatalf("etl privatize: %v\n%s", err, got)
+	}
+	bad, _ := os.ReadFile(filepath.Join(out, "bad_rows.jsonl"))
+	for _, want := range []string{`{"reason":"ldpsql.wide row id = 1010: f7 is NULL","where":"ldpsql.wide row id = 1010"}`,
+		`{"reason":"ldpsql.wide row id = 1100: label y, \"5\", is not a class 0..1","where":"ldpsql.wide row id = 1100"}`} {
+		if !strings.Contains(string(bad), want) {
+			t.Errorf("bad_rows.jsonl lacks %s:\n%s", want, bad)
+		}
+	}
+	imp, err := exec.Command(ldpsqlBin, "import-releases", "--addr", f.srv.addr, "--in", filepath.Join(out, "releases.parquet"), "--table", "wide_released").CombinedOutput()
+	if err != nil || !strings.Contains(string(imp), "imported 198 releases") {
+		t.Fatalf("import-releases: %v\n%s", err, imp)
+	}
+	if n := f.ints(t, "SELECT COUNT(*) FROM wide_released WHERE id IN (1010, 1100)"); n[0] != 0 {
+		t.Errorf("a bad row was released")
+	}
+}
+
 // A protected source: every released row is charged ε_x + ε_y to its unit through the server, the
 // units whose budget would be exceeded are left out of the output (here Parquet files) and counted;
 // an analyst can neither call the charging procedure nor read the protected rows with a job.
