@@ -75,14 +75,18 @@ type Row struct {
 	X     []float32
 	Label int
 	Err   string
+	// Unit and Batch are a protected table's: the row's unit key and the charge batch it belongs to
+	// (ReadTable sets them; the releases carry them to the charge).
+	Unit, Batch string
 }
 
 // Release is one released row: the id as given, the release z (float32, as in the files) and the
 // released label.
 type Release struct {
-	ID    string
-	Z     []float32
-	Label int
+	ID          string
+	Z           []float32
+	Label       int
+	Unit, Batch string
 }
 
 // BadRow is a row left out of the releases: where it was, and why in a message that starts with where
@@ -126,7 +130,7 @@ func PrivatizeWithErrors(s beam.Scope, rows beam.PCollection, spec Spec) (releas
 
 // Counters of this process's workers, for progress: with Prism in process they count the whole job.
 var (
-	countRead, countReleased, countBad atomic.Int64
+	countRead, countReleased, countBad, chargedRows atomic.Int64
 )
 
 // Progress returns the rows read, released and reported bad so far by the workers in this process
@@ -134,6 +138,10 @@ var (
 func Progress() (read, released, bad int64) {
 	return countRead.Load(), countReleased.Load(), countBad.Load()
 }
+
+// Charged returns the releases the server has charged (or found charged) so far for the workers in
+// this process, when the source is a protected table.
+func Charged() int64 { return chargedRows.Load() }
 
 // privatizeFn checks each row and releases them a batch at a time.
 type privatizeFn struct {
@@ -210,7 +218,7 @@ func (f *privatizeFn) flush(emit func(Release)) error {
 		return err
 	}
 	for i, z := range zs {
-		out := Release{ID: f.buf[i].ID, Z: make([]float32, len(z))}
+		out := Release{ID: f.buf[i].ID, Z: make([]float32, len(z)), Unit: f.buf[i].Unit, Batch: f.buf[i].Batch}
 		for j, v := range z {
 			out.Z[j] = float32(v)
 		}

@@ -170,15 +170,22 @@ type Staged struct {
 	Path, Final string
 	Rows        int
 	Bad         bool // the bad rows' file
-	Marker      bool // no file: makes the commit run when there is nothing to write
+	Marker      bool // no file: makes the commit run when there is nothing to write, or carries counts
+	// RefusedRows and RefusedUnits count releases left out because the server refused their units
+	// (over their budget): a charge batch's.
+	RefusedRows, RefusedUnits int
 }
 
 // Summary is what a committed job wrote: the release files, their rows, the bad rows and their file.
 type Summary struct {
 	Files   []string
+	Table   string `json:",omitempty"` // the destination table of a job writing to a server
 	Rows    int
 	Bad     int
 	BadFile string
+	// RefusedRows rows of RefusedUnits units of a protected source were left out: the server refused
+	// to charge them (their units' budgets would be exceeded).
+	RefusedRows, RefusedUnits int `json:",omitempty"`
 }
 
 // StagingDir is where WriteReleases writes before its commit, inside the output directory.
@@ -194,6 +201,11 @@ const SummaryFile = "_SUMMARY.json"
 // written to a staging directory first and moved into place only once all are written, so a job that
 // fails or is killed leaves no release file in out.Dir. It returns the Summary.
 func WriteReleases(s beam.Scope, releases, bad beam.PCollection, spec Spec, out Output) beam.PCollection {
+	return writeReleases(s, releases, bad, nil, spec, out)
+}
+
+// writeReleases is WriteReleases that also adds counts (Staged markers: the charge's) to the summary.
+func writeReleases(s beam.Scope, releases, bad beam.PCollection, counts []beam.PCollection, spec Spec, out Output) beam.PCollection {
 	s = s.Scope("ldpsql.WriteReleases")
 	if _, err := spec.Releaser(); err != nil {
 		panic(fmt.Sprintf("ldpsql.WriteReleases: %v", err))
@@ -203,7 +215,7 @@ func WriteReleases(s beam.Scope, releases, bad beam.PCollection, spec Spec, out 
 	written := beam.ParDo(s, &writeShardFn{Spec: spec, Out: out}, beam.GroupByKey(s, keyed))
 	badWritten := beam.ParDo(s, &writeBadFn{Out: out}, beam.GroupByKey(s, beam.ParDo(s, keyBad, bad)))
 	marker := beam.Create(s, Staged{Marker: true})
-	all := beam.Flatten(s, written, badWritten, marker)
+	all := beam.Flatten(s, append([]beam.PCollection{written, badWritten, marker}, counts...)...)
 	return beam.ParDo(s, &commitFn{Out: out}, beam.GroupByKey(s, beam.ParDo(s, keyStaged, all)))
 }
 
@@ -306,41 +318,60 @@ func (f *writeBadFn) ProcessElement(ctx context.Context, _ int, bad func(*BadRow
 type commitFn struct{ Out Output }
 
 func (f *commitFn) ProcessElement(ctx context.Context, _ int, staged func(*Staged) bool, emit func(Summary)) error {
-	var all []Staged
-	var st Staged
-	for staged(&st) {
-		if !st.Marker {
-			all = append(all, st)
-		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Final < all[j].Final })
 	var sum Summary
-	for _, st := range all {
-		if err := os.Rename(st.Path, st.Final); err != nil {
-			return fmt.Errorf("committing %s: %w", st.Final, err)
-		}
-		switch {
-		case st.Bad:
-			sum.Bad, sum.BadFile = st.Rows, st.Final
-		case !strings.HasSuffix(st.Final, ".meta.json"):
-			sum.Files = append(sum.Files, st.Final)
-			sum.Rows += st.Rows
-		}
-	}
-	raw, _ := json.MarshalIndent(sum, "", "  ")
-	if err := os.WriteFile(filepath.Join(f.Out.Dir, SummaryFile), append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(filepath.Join(f.Out.Dir, StagingDir)); err != nil {
+	if err := commitStaged(f.Out, staged, &sum); err != nil {
 		return err
 	}
 	emit(sum)
 	return nil
 }
 
+// commitStaged moves every staged file of out into place, adds them and the counts to sum, then writes
+// the summary and removes the staging directory.
+func commitStaged(out Output, staged func(*Staged) bool, sum *Summary) error {
+	var all []Staged
+	var st Staged
+	for staged(&st) {
+		sum.RefusedRows += st.RefusedRows
+		sum.RefusedUnits += st.RefusedUnits
+		if !st.Marker {
+			all = append(all, st)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Final < all[j].Final })
+	for _, st := range all {
+		if st.Path != "" {
+			if err := os.Rename(st.Path, st.Final); err != nil {
+				return fmt.Errorf("committing %s: %w", st.Final, err)
+			}
+		}
+		switch {
+		case st.Bad:
+			sum.Bad, sum.BadFile = st.Rows, st.Final
+		case st.Final == "":
+			sum.Rows += st.Rows // rows written to a table
+		case !strings.HasSuffix(st.Final, ".meta.json"):
+			sum.Files = append(sum.Files, st.Final)
+			sum.Rows += st.Rows
+		}
+	}
+	raw, _ := json.MarshalIndent(sum, "", "  ")
+	if err := os.WriteFile(filepath.Join(out.Dir, SummaryFile), append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.RemoveAll(filepath.Join(out.Dir, StagingDir))
+}
+
 // CheckOutput refuses an output directory that already holds releases, a summary or a staging
 // directory (a job must not mix its files with another's), and creates it when it does not exist.
-func CheckOutput(dir string) error {
+func CheckOutput(dir string) error { return checkOutput(dir, "") }
+
+// jobFile, in the staging directory, names the job that stages there.
+const jobFile = "JOB"
+
+// checkOutput is CheckOutput for job: a staging directory that job left (a killed try of it) is
+// removed, as its releases never became final.
+func checkOutput(dir, job string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return os.MkdirAll(dir, 0o755)
@@ -350,6 +381,14 @@ func CheckOutput(dir string) error {
 	}
 	for _, e := range entries {
 		n := e.Name()
+		if n == StagingDir && job != "" {
+			if raw, err := os.ReadFile(filepath.Join(dir, StagingDir, jobFile)); err == nil && string(raw) == job {
+				if err := os.RemoveAll(filepath.Join(dir, StagingDir)); err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		if n == StagingDir || n == SummaryFile || n == "bad_rows.jsonl" || strings.HasPrefix(n, "releases") {
 			return fmt.Errorf("%s already holds %s: write to a new directory", dir, n)
 		}

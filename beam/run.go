@@ -2,10 +2,13 @@ package beam
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -26,6 +29,25 @@ type Job struct {
 	// needs Endpoint, a job server's host:port, and runs its workers as EnvironmentType says
 	// (DOCKER, PROCESS, LOOPBACK or EXTERNAL; Beam's default is DOCKER).
 	Runner, Endpoint, EnvironmentType string
+	// From reads the rows from a table on an ldpsql server instead of In's files (db.go); To writes
+	// the releases into a new table there instead of files, Out.Dir then holding only the bad rows
+	// and the summary (a new temporary directory when it is ""). To needs From: releases made from
+	// files go into a server with ldpsql import-releases.
+	From *DBSource
+	To   *DBSink
+	// ID names the job (letters, digits and _, at most 40; a new random one when ""): a protected
+	// source's charge batches are ID/p<part>/b<n>, so a rerun of a killed job with the same ID over
+	// the same rows is charged each unit once per release, and replaces what the killed try staged.
+	ID string
+}
+
+var jobIDRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,40}$`)
+
+// NewJobID returns a new random job id.
+func NewJobID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Pipeline builds the job's pipeline: ReadRows, PrivatizeWithErrors, WriteReleases.
@@ -47,6 +69,21 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 	if _, err := j.Spec.Releaser(); err != nil {
 		return Summary{}, err
 	}
+	if j.ID == "" {
+		j.ID = NewJobID()
+	} else if !jobIDRE.MatchString(j.ID) {
+		return Summary{}, fmt.Errorf("job id %q: want letters, digits and _, at most 40", j.ID)
+	}
+	if j.To != nil && j.From == nil {
+		return Summary{}, fmt.Errorf("a job writing to a server reads from one (--from-db); load releases made from files with ldpsql import-releases")
+	}
+	if j.Out.Dir == "" && j.To != nil {
+		dir, err := os.MkdirTemp("", "ldpsql-etl-"+j.ID+"-")
+		if err != nil {
+			return Summary{}, err
+		}
+		j.Out.Dir = dir
+	}
 	if j.Out.Dir == "" {
 		return Summary{}, fmt.Errorf("no output directory")
 	}
@@ -57,7 +94,7 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 	if j.Out.Dir, err = filepath.Abs(j.Out.Dir); err != nil {
 		return Summary{}, err
 	}
-	if !isURL(j.In) {
+	if j.From == nil && !isURL(j.In) {
 		if j.In, err = filepath.Abs(j.In); err != nil {
 			return Summary{}, err
 		}
@@ -68,7 +105,13 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 			return Summary{}, fmt.Errorf("no file matches %s", j.In)
 		}
 	}
-	if err := CheckOutput(j.Out.Dir); err != nil {
+	if err := checkOutput(j.Out.Dir, j.ID); err != nil {
+		return Summary{}, err
+	}
+	if err := os.MkdirAll(filepath.Join(j.Out.Dir, StagingDir), 0o755); err != nil {
+		return Summary{}, err
+	}
+	if err := os.WriteFile(filepath.Join(j.Out.Dir, StagingDir, jobFile), []byte(j.ID), 0o644); err != nil {
 		return Summary{}, err
 	}
 	if !beam.Initialized() {
@@ -76,13 +119,55 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 		// the same binary can serve as its workers; in process (Prism) this is enough.
 		beam.Init()
 	}
-	p := j.Pipeline()
+	var sink *sinkPlan
+	err = j.plan(ctx, &sink)
+	if err != nil {
+		os.RemoveAll(filepath.Join(j.Out.Dir, StagingDir))
+		if sink != nil {
+			dropStaging(*sink)
+		}
+		return Summary{}, err
+	}
+	var sum Summary
+	raw, err := os.ReadFile(filepath.Join(j.Out.Dir, SummaryFile))
+	if err != nil {
+		return sum, fmt.Errorf("the job ended without its summary: %w", err)
+	}
+	return sum, json.Unmarshal(raw, &sum)
+}
+
+// plan builds the job's pipeline (finding out about a server's source and creating the sink's
+// staging table, *sink, first) and runs it.
+func (j Job) plan(ctx context.Context, sink **sinkPlan) error {
+	if j.From == nil {
+		return j.run(ctx, j.Pipeline())
+	}
+	plan, parts, err := planSource(ctx, *j.From, j.Spec.Label, j.ID)
+	if err != nil {
+		return err
+	}
+	if j.To != nil {
+		s, err := planSink(ctx, *j.To, j.Spec, plan.KeyInt, fmt.Sprintf("ldpsql etl job %s from %s.%s", j.ID, plan.Database, plan.Table), j.ID)
+		if err != nil {
+			return err
+		}
+		*sink = &s
+	}
+	p, err := j.dbPipeline(plan, parts, *sink)
+	if err != nil {
+		return err
+	}
+	return j.run(ctx, p)
+}
+
+// run runs p on the job's runner.
+func (j Job) run(ctx context.Context, p *beam.Pipeline) (err error) {
 	switch j.Runner {
 	case "", "prism":
 		_, err = prism.Execute(ctx, p)
 	case "flink", "spark", "universal":
 		if j.Endpoint == "" {
-			return Summary{}, fmt.Errorf("runner %s needs a job server's endpoint", j.Runner)
+			return fmt.Errorf("runner %s needs a job server's endpoint", j.Runner)
 		}
 		*jobopts.Endpoint = j.Endpoint
 		if j.EnvironmentType != "" {
@@ -97,18 +182,9 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 		}
 		_, err = beam.Run(ctx, j.Runner, p)
 	default:
-		return Summary{}, fmt.Errorf("runner %q: want prism, flink, spark or universal", j.Runner)
+		return fmt.Errorf("runner %q: want prism, flink, spark or universal", j.Runner)
 	}
-	if err != nil {
-		os.RemoveAll(filepath.Join(j.Out.Dir, StagingDir))
-		return Summary{}, err
-	}
-	var sum Summary
-	raw, err := os.ReadFile(filepath.Join(j.Out.Dir, SummaryFile))
-	if err != nil {
-		return sum, fmt.Errorf("the job ended without its summary: %w", err)
-	}
-	return sum, json.Unmarshal(raw, &sum)
+	return err
 }
 
 func isURL(s string) bool {

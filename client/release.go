@@ -91,3 +91,28 @@ func (r *Releaser) Meta(rows int) Meta {
 	return Meta{Mechanism: r.M.File.Name, SHA256: r.M.File.SHA256, ModelSHA: r.M.File.ArtifactSHA256, Randomiser: r.Randomiser,
 		Eps: r.Eps, EpsX: r.EpsX, EpsY: r.EpsY, K: k, Lambda: lambda, Label: r.Label, Rows: rows, ReleasedAt: time.Now().UTC()}
 }
+
+// TableMeta is what a table of releases records in its comment under the key "ldp_privatize", so that
+// TRAIN_NOISY_CLASSIFIER and PREDICT know how its rows were noised: what ldp_privatize writes
+// (udf.PrivatizeMetadata is this type), and what import-releases and the Beam job's --to-db write for
+// releases made outside the server.
+type TableMeta struct {
+	Source      string  `json:"source"`
+	Mechanism   string  `json:"mechanism"`
+	Randomiser  string  `json:"randomiser"`
+	Epsilon     float64 `json:"eps"`
+	Lambda      float64 `json:"lambda"`
+	EpsX        float64 `json:"eps_x"`
+	EpsY        float64 `json:"eps_y"`
+	K           int     `json:"K,omitempty"`
+	FeaturesCol string  `json:"features_col"`
+	LabelCol    string  `json:"label_col,omitempty"`
+	OutputDim   int     `json:"output_dim"`
+	OutputSet   string  `json:"output_set"`
+	// The digests a release file carries (ldp_export, ldpsql privatize and import-releases): the
+	// SHA-256 of the mechanism's model and of the .ldpm file the releases were made with, or, for
+	// ldp_privatize, of the mechanism as registered. Empty in tables written before they were
+	// recorded.
+	MechanismSHA256 string `json:"mechanism_sha256,omitempty"`
+	ModelSHA256     string `json:"model_sha256,omitempty"`
+}

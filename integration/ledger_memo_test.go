@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -40,18 +39,7 @@ func TestLedgerMemoNoOracleOverTheWire(t *testing.T) {
 	mustExec(t, root, "CALL ldp_set_budget('q', 2)")
 	analyst := s.readmeAnalyst(root)
 
-	spent := func(table string) map[string]float64 {
-		t.Helper()
-		rows, err := queryAll(root, "SELECT unit_key, spent FROM ldpsql_catalog.ldp_budget_units WHERE table_name = '"+table+"'")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]float64{}
-		for _, r := range rows {
-			out[r[0]], _ = strconv.ParseFloat(r[1], 64)
-		}
-		return out
-	}
+	spent := func(table string) map[string]float64 { return spentByUnit(t, root, table) }
 
 	// The releases the attacks build on, then every unit's budget spent.
 	var flips []string

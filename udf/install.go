@@ -85,6 +85,7 @@ func Install(e *engine.Engine, cfg Config) (*Mechanisms, error) {
 	e.Provider.RegisterProcedure(procs.trainingDetails()...)
 	e.Provider.RegisterProcedure(procs.diagnosticsDetails()...)
 	e.Provider.RegisterProcedure(procs.ledgerDetails()...)
+	e.Provider.RegisterProcedure(procs.externalChargeDetails()...)
 	e.Provider.RegisterProcedure(procs.defaultDetails()...)
 	cls := newClassifiers(procs)
 	e.Provider.RegisterFunction(

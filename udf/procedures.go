@@ -19,6 +19,7 @@ import (
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/types"
 
+	"github.com/ldpsql/ldpsql/client"
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/host"
@@ -300,27 +301,10 @@ func quoteTable(t string) string {
 }
 
 // PrivatizeMetadata is what ldp_privatize records in the destination table's comment, so later steps
-// (training a classifier on it) know how the data were noised without the user repeating it.
-type PrivatizeMetadata struct {
-	Source      string  `json:"source"`
-	Mechanism   string  `json:"mechanism"`
-	Randomiser  string  `json:"randomiser"`
-	Epsilon     float64 `json:"eps"`
-	Lambda      float64 `json:"lambda"`
-	EpsX        float64 `json:"eps_x"`
-	EpsY        float64 `json:"eps_y"`
-	K           int     `json:"K,omitempty"`
-	FeaturesCol string  `json:"features_col"`
-	LabelCol    string  `json:"label_col,omitempty"`
-	OutputDim   int     `json:"output_dim"`
-	OutputSet   string  `json:"output_set"`
-	// The digests a release file carries (ldp_export, ldpsql privatize and import-releases): the
-	// SHA-256 of the mechanism's model and of the .ldpm file the releases were made with, or, for
-	// ldp_privatize, of the mechanism as registered (mechanismDigests). Empty in tables written before
-	// they were recorded.
-	MechanismSHA256 string `json:"mechanism_sha256,omitempty"`
-	ModelSHA256     string `json:"model_sha256,omitempty"`
-}
+// (training a classifier on it) know how the data were noised without the user repeating it. It is
+// client.TableMeta, which the writers of such tables outside the server (import-releases, the Beam
+// job's --to-db) share.
+type PrivatizeMetadata = client.TableMeta
 
 // privatizeMetadataOf returns what ldp_privatize recorded in table t's comment, or nil for a table it
 // did not write.

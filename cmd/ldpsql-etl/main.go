@@ -30,10 +30,20 @@ server (--runner flink --endpoint HOST:PORT). Each row's features are encoded, c
 mechanism's declared set and released with the randomiser's noise (crypto/rand) at λ·eps, its label by
 k-RR at (1 − λ)·eps; without --label, the features at eps.
 
+With --from-db the rows come from a table on an ldpsql server over the MySQL protocol (--table; its
+primary key, one column, is the id; an integer key is read in --partitions key ranges in parallel),
+and with --to-db the releases go into a new table there (--into) with the metadata an ldp_privatize
+table carries, so TRAIN_NOISY_CLASSIFIER trains on it. When the source table is protected (it has a
+privacy budget), the --from-db user must be a DBA: every released row is charged to its unit through
+the server (CALL ldp_charge_external) before any output is final, and the rows of units over their
+budget are left out and counted. A killed job rerun with the same --job-id (printed when it starts)
+charges each unit once per release.
+
 --out is a new directory: releases.parquet (or releases-00000… with --shards), each file with ldpsql
 privatize's metadata so that ldpsql import-releases takes it; bad_rows.jsonl, the rows left out (a NaN,
 the wrong number of features, a label out of range, a cell that is not a number) by file and row; and
-_SUMMARY.json. Nothing is final there until every file is written.
+_SUMMARY.json. Nothing is final there until every file is written. With --to-db, --out (default a new
+temporary directory) holds only bad_rows.jsonl and _SUMMARY.json.
 
 Flags:
 `
@@ -67,6 +77,8 @@ Examples:
   ldpsql etl privatize --mechanism my_pca.ldpm --in 'rows-*.csv' --features f1,f2,f3 --eps 8 --out out/ --format csv
   ldpsql etl privatize --mechanism my_pca.ldpm --in '/shared/data/part-*.parquet' --label y --eps 4 --out /shared/out \
       --runner flink --endpoint flink-jobserver:8099 --environment-type DOCKER
+  ldpsql etl privatize --mechanism pca4.ldpm --from-db 'dba:pw@tcp(db:3306)/ldpsql' --table people --features f --label y --k 2 \
+      --eps 4 --to-db 'dba:pw@tcp(db:3306)/ldpsql' --into people_released
 `)
 	}
 	mechPath := fs.String("mechanism", "", "mechanism file (.ldpm, from ldpsql mechanisms export)")
@@ -84,13 +96,27 @@ Examples:
 	runner := fs.String("runner", "prism", "prism (in process), flink, spark or universal (a Beam job server)")
 	endpoint := fs.String("endpoint", "", "the job server's HOST:PORT (flink, spark, universal)")
 	envType := fs.String("environment-type", "", "how a remote runner runs the workers: DOCKER (Beam's default), PROCESS, EXTERNAL or LOOPBACK")
+	fromDB := fs.String("from-db", "", "read the rows from an ldpsql server: a DSN, user:pass@tcp(host:port)/db")
+	table := fs.String("table", "", "with --from-db: the table to read (db.table, or a table of the DSN's database)")
+	partitions := fs.Int("partitions", 4, "with --from-db: key ranges read in parallel")
+	chargeBatch := fs.Int("charge-batch", 1000, "with a protected --from-db table: rows charged per call")
+	toDB := fs.String("to-db", "", "write the releases into a new table on an ldpsql server: a DSN")
+	into := fs.String("into", "", "with --to-db: the table to create (db.table, or a table of the DSN's database)")
+	jobID := fs.String("job-id", "", "the job's id (default: a new one); rerun a killed job with its id")
 	verbose := fs.Bool("verbose", false, "show the runner's log")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if *mechPath == "" || *in == "" || *out == "" || !(*eps > 0) {
+	switch {
+	case *mechPath == "" || !(*eps > 0) || (*in == "") == (*fromDB == "") || *out == "" && *toDB == "":
 		fs.Usage()
-		return errors.New("--mechanism, --in, --eps and --out are required")
+		return errors.New("--mechanism, --eps, --in or --from-db, and --out or --to-db are required")
+	case *fromDB != "" && (*table == "" || *features == ""):
+		return errors.New("--from-db needs --table and --features")
+	case (*toDB == "") != (*into == ""):
+		return errors.New("--to-db and --into go together")
+	case *toDB != "" && *fromDB == "":
+		return errors.New("--to-db writes releases read --from-db; load releases made from files with ldpsql import-releases")
 	}
 	if *format != "parquet" && *format != "csv" {
 		return fmt.Errorf("--format %q: want parquet or csv", *format)
@@ -110,6 +136,17 @@ Examples:
 			job.Cols.Features = append(job.Cols.Features, strings.TrimSpace(f))
 		}
 	}
+	if *fromDB != "" {
+		job.From = &ldpbeam.DBSource{DSN: *fromDB, Table: *table, Features: job.Cols.Features, Partitions: *partitions, ChargeBatch: *chargeBatch}
+	}
+	if *toDB != "" {
+		job.To = &ldpbeam.DBSink{DSN: *toDB, Table: *into}
+	}
+	job.ID = *jobID
+	if job.ID == "" {
+		job.ID = ldpbeam.NewJobID()
+	}
+	fmt.Fprintf(stderr, "job %s (if it is killed, rerun it with --job-id %s)\n", job.ID, job.ID)
 	rel, err := job.Spec.Releaser()
 	if err != nil {
 		return err
@@ -130,7 +167,11 @@ Examples:
 					return
 				case <-tick.C:
 					read, released, bad := ldpbeam.Progress()
-					fmt.Fprintf(stderr, "  %s: read %d rows, released %d, bad %d (%.0f rows/s)\n", time.Since(start).Round(time.Second), read, released, bad, float64(released)/time.Since(start).Seconds())
+					charged := ""
+					if job.From != nil {
+						charged = fmt.Sprintf(", charged %d", ldpbeam.Charged())
+					}
+					fmt.Fprintf(stderr, "  %s: read %d rows, released %d%s, bad %d (%.0f rows/s)\n", time.Since(start).Round(time.Second), read, released, charged, bad, float64(released)/time.Since(start).Seconds())
 				}
 			}
 		}()
@@ -141,8 +182,15 @@ Examples:
 		return err
 	}
 	took := time.Since(start)
+	where := strings.Join(sum.Files, ", ")
+	if sum.Table != "" {
+		where = "table " + sum.Table
+	}
 	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %.6g, label %.6g) in %v (%.0f rows/s) on %s: %s\n",
-		sum.Rows, rel.M.File.Name, *eps, rel.EpsX, rel.EpsY, took.Round(time.Millisecond), float64(sum.Rows)/took.Seconds(), *runner, strings.Join(sum.Files, ", "))
+		sum.Rows, rel.M.File.Name, *eps, rel.EpsX, rel.EpsY, took.Round(time.Millisecond), float64(sum.Rows)/took.Seconds(), *runner, where)
+	if sum.RefusedRows > 0 {
+		fmt.Fprintf(stdout, "%d rows of %d units left out: the server refused to charge them (their budget would be exceeded)\n", sum.RefusedRows, sum.RefusedUnits)
+	}
 	if sum.Bad > 0 {
 		fmt.Fprintf(stdout, "%d bad rows left out, listed in %s\n", sum.Bad, sum.BadFile)
 	}
