@@ -12,6 +12,7 @@ import (
 
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/mechanisms"
+	"github.com/ldpsql/ldpsql/udf/boundary"
 )
 
 // CALL ldp_charge_external('table', 'batch-id', eps_x, eps_y, '["unit", …]') charges releases made
@@ -69,7 +70,7 @@ func (p *procedures) externalChargeDetails() []sql.ExternalStoredProcedureDetail
 
 func (p *procedures) chargeExternal(ctx *sql.Context, table, batch string, epsX, epsY float64, unitsJSON string) (sql.RowIter, error) {
 	const fn = externalChargeFn
-	if !isDBA(ctx, p.e.GMS.Analyzer) {
+	if !boundary.IsDBA(ctx, p.e.GMS.Analyzer) {
 		return nil, fmt.Errorf("%s: access denied: only a DBA may charge releases made outside the server", fn)
 	}
 	dbName, name := splitTable(ctx, table)
