@@ -16,6 +16,9 @@
 // reports the statement complete and rolls back when it reports an error. Multi-statement transactions
 // (BEGIN … COMMIT) are not supported yet: each statement commits on its own.
 //
+// store.go keeps the server going through a full disk: DuckDB invalidates the database when a checkpoint
+// cannot write, and the engine then reopens the file in a new DuckDB instance, with no statement running.
+//
 // security.go is the server's boundary around the file system and server-wide state: LOAD_FILE, INTO
 // OUTFILE/DUMPFILE and LOAD DATA INFILE need FILE and stay inside secure_file_priv, never touching the
 // database, its WAL or the plugins; SET GLOBAL needs SUPER; other users' statements and the statistics

@@ -213,46 +213,80 @@ func newLedger(db *gosql.DB) (*Ledger, error) {
 	if _, err := db.Exec(createLedgerTables); err != nil {
 		return nil, fmt.Errorf("creating the ledger tables: %w", err)
 	}
-	l := &Ledger{db: db, budgets: map[string]Budget{}, memo: map[string]*memoFilter{}, spent: map[string]map[string]float64{}}
+	l := &Ledger{db: db}
+	if err := l.load(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// load reads what the ledger keeps in memory from its tables: the budgets, how many memoisable
+// releases each table has (its memo filter is built when first needed), the next release id; what
+// units have spent is read when a table is first charged. mu is held, or the ledger is new.
+func (l *Ledger) load() error {
+	budgets, memo := map[string]Budget{}, map[string]*memoFilter{}
+	db := l.db
 	rows, err := db.Query(`SELECT db, table_name, eps_total, mode, unit_columns, set_by, set_at FROM ` + CatalogSchema + `.ldp_budget`)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var b Budget
 		var cols string
 		if err := rows.Scan(&b.Database, &b.Table, &b.EpsTotal, &b.Mode, &cols, &b.SetBy, &b.SetAt); err != nil {
-			return nil, err
+			return err
 		}
 		if err := json.Unmarshal([]byte(cols), &b.UnitColumns); err != nil {
-			return nil, fmt.Errorf("ldp_budget of %s: unit_columns %q: %w", b.TableRef, cols, err)
+			return fmt.Errorf("ldp_budget of %s: unit_columns %q: %w", b.TableRef, cols, err)
 		}
-		l.budgets[b.key()] = b
+		budgets[b.key()] = b
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	counts, err := db.Query(`SELECT db, table_name, count(*) FROM ` + CatalogSchema + `.ldp_releases WHERE released_value IS NOT NULL GROUP BY ALL`)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer counts.Close()
 	for counts.Next() {
 		var t TableRef
 		var n int64
 		if err := counts.Scan(&t.Database, &t.Table, &n); err != nil {
-			return nil, err
+			return err
 		}
-		l.memo[t.key()] = &memoFilter{n: n}
+		memo[t.key()] = &memoFilter{n: n}
 	}
 	if err := counts.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := db.QueryRow(`SELECT coalesce(max(id), 0) + 1 FROM ` + CatalogSchema + `.ldp_releases`).Scan(&l.nextID); err != nil {
-		return nil, err
+	var nextID int64
+	if err := db.QueryRow(`SELECT coalesce(max(id), 0) + 1 FROM ` + CatalogSchema + `.ldp_releases`).Scan(&nextID); err != nil {
+		return err
 	}
-	return l, nil
+	l.nextID = nextID
+	l.spent = map[string]map[string]float64{}
+	l.cacheMu.Lock()
+	l.budgets, l.memo = budgets, memo
+	l.cacheMu.Unlock()
+	return nil
+}
+
+// reopenStore runs reopen (which replaces the DuckDB instance: store.go) with no transaction of
+// charges running and the ledger's connection closed, then reads the ledger again from its tables: a
+// transaction whose commit failed may or may not be in the file, and the file is the truth.
+func (l *Ledger) reopenStore(reopen func() error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		_ = l.conn.Close()
+		l.conn = nil
+	}
+	if err := reopen(); err != nil {
+		return err
+	}
+	return l.load()
 }
 
 // Ledger returns the ledger of the engine this provider belongs to.
@@ -753,7 +787,7 @@ func appendRows(conn *gosql.Conn, schema, table string, n int, row func(int) []d
 		return nil
 	}
 	return conn.Raw(func(dc any) error {
-		a, err := duckdb.NewAppenderFromConn(dc.(driver.Conn), schema, table)
+		a, err := duckdb.NewAppenderFromConn(duckConn(dc), schema, table)
 		if err != nil {
 			return err
 		}

@@ -236,7 +236,7 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 		if staging != "" {
 			ed.appender, err = duckdb.NewAppender(dc.(driver.Conn), "temp", "main", staging)
 		} else {
-			ed.appender, err = duckdb.NewAppenderFromConn(dc.(driver.Conn), t.db.name, t.def.name)
+			ed.appender, err = duckdb.NewAppenderFromConn(duckConn(dc), t.db.name, t.def.name)
 		}
 		return err
 	})
