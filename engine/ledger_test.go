@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -692,17 +691,16 @@ func BenchmarkLedgerGrowth(b *testing.B) {
 }
 
 // The memo index finds exactly what was added to it, the first id of each key, across merges and a
-// build from a stable radix sort of keys with both signs.
+// build from a stable sort of keys with both signs (many repeated, so buckets are uneven).
 func TestMemoIndex(t *testing.T) {
-	type entry struct{ key, id int64 }
 	rng := rand.New(rand.NewSource(3))
-	var all []entry
+	var all []memoEntry
 	for id := int64(1); id <= 20000; id++ {
 		k := rng.Int63n(5000) - 2500 // many repeated keys, both signs
 		if rng.Intn(2) == 0 {
 			k = int64(rng.Uint64())
 		}
-		all = append(all, entry{k, id})
+		all = append(all, memoEntry{k, id})
 	}
 	first := map[int64]int64{}
 	for _, e := range all {
@@ -710,8 +708,7 @@ func TestMemoIndex(t *testing.T) {
 			first[e.key] = e.id
 		}
 	}
-	sorted := slices.Clone(all)
-	radixSortByKey(sorted, func(e entry) int64 { return e.key })
+	sorted := sortByKey(all)
 	x := &memoIndex{built: true}
 	defer func() {
 		if t.Failed() {
