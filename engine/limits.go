@@ -311,9 +311,15 @@ func (e *Engine) runStatement(ctx context.Context, c *mysql.Conn, run func(conte
 		defer stop()
 		return run(ctx)
 	}
+	gen := e.store.generation()
 	err := once()
-	if storeInvalidated(err) && e.recoverStore() == nil && refusedByInvalidStore(err) && retryable != nil && retryable() {
-		err = once()
+	if storeInvalidated(err) {
+		_ = e.recoverStore() // it logs its failure; the statement reports its own error
+		// Only when the file was really reopened since the statement began: an error text that merely
+		// says "invalidated" (a string in the statement) must not run it twice.
+		if refusedByInvalidStore(err) && e.store.generation() != gen && retryable != nil && retryable() {
+			err = once()
+		}
 	}
 	return wireError(e.diskFullError(err))
 }
