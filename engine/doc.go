@@ -13,11 +13,15 @@
 // (table.go, rangeScan): the first rows come at once and every range sees the same snapshot.
 //
 // Every statement is atomic: a table editor writes into one DuckDB transaction that commits when GMS
-// reports the statement complete and rolls back when it reports an error. Multi-statement transactions
-// (BEGIN … COMMIT) are not supported yet: each statement commits on its own.
+// reports the statement complete and rolls back when it reports an error, unless the client opened a
+// multi-statement transaction (BEGIN … COMMIT, autocommit off: transactions.go), which DuckDB's own
+// transaction backs.
 //
 // mysql8.go sets MySQL 8's defaults where GMS's differ: the collation utf8mb4_0900_ai_ci (and how
 // DuckDB's byte-wise keys are made to agree with it) and ERROR_FOR_DIVISION_BY_ZERO in sql_mode.
+//
+// store.go keeps the server going through a full disk: DuckDB invalidates the database when a checkpoint
+// cannot write, and the engine then reopens the file in a new DuckDB instance, with no statement running.
 //
 // security.go is the server's boundary around the file system and server-wide state: LOAD_FILE, INTO
 // OUTFILE/DUMPFILE and LOAD DATA INFILE need FILE and stay inside secure_file_priv, never touching the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"database/sql/driver"
 	sqle "github.com/dolthub/go-mysql-server"
@@ -15,8 +16,6 @@ import (
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/analyzer"
 	"github.com/dolthub/go-mysql-server/sql/mysql_db"
-
-	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
 // DefaultDatabase is the database created in a new file and selected by new sessions.
@@ -64,6 +63,13 @@ type Engine struct {
 
 	files *fileGuard // what SQL may read and write on the server's file system (security.go)
 
+	// Reopening the DuckDB file after DuckDB invalidated it (store.go): the connector whose instance is
+	// replaced, the gate every wire statement holds for reading while it runs, and what was done.
+	store      *storeConnector
+	gate       sync.RWMutex
+	recoverMu  sync.Mutex
+	recoveries atomic.Int64
+	log        func(string)
 }
 
 // OnClose registers f to run when the engine closes (e.g. stopping plugin processes).
@@ -96,18 +102,11 @@ func Open(path string, opts ...Option) (*Engine, error) {
 	if path == MemoryPath {
 		attach = "ATTACH IF NOT EXISTS ':memory:' AS " + StoreCatalog
 	}
-	connector, err := duckdb.NewConnector("", func(execer driver.ExecerContext) error {
-		for _, stmt := range []string{attach, "USE " + StoreCatalog} {
-			if _, err := execer.ExecContext(context.Background(), stmt, nil); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	store, err := newStoreConnector(attach, "USE "+StoreCatalog)
 	if err != nil {
 		return nil, fmt.Errorf("opening DuckDB file %q: %w", path, err)
 	}
-	duck := gosql.OpenDB(connector)
+	duck := gosql.OpenDB(store)
 	// Every statement takes connections from the pool (a table scan, an INSERT's transaction); with
 	// database/sql's default of 2 idle ones, concurrent clients made a new DuckDB connection (and its
 	// ATTACH) for nearly every statement.
@@ -116,7 +115,7 @@ func Open(path string, opts ...Option) (*Engine, error) {
 		_ = duck.Close()
 		return nil, fmt.Errorf("opening DuckDB file %q: %w", path, err)
 	}
-	e := &Engine{DuckDB: duck, path: path, files: newFileGuard(path)}
+	e := &Engine{DuckDB: duck, store: store, path: path, files: newFileGuard(path)}
 	if err := e.init(opts); err != nil {
 		_ = duck.Close()
 		return nil, err

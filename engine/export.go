@@ -141,7 +141,7 @@ func (e *Engine) ExportTable(ctx *sql.Context, x Export) (Exported, error) {
 		}
 		defer conn.Close()
 	}
-	if err := registerUnpack(ctx, conn); err != nil {
+	if err := e.registerUnpack(ctx, conn); err != nil {
 		return out, err
 	}
 	if own {
@@ -233,12 +233,12 @@ func (e *Engine) registerUnpackAtOpen() {
 		return
 	}
 	defer conn.Close()
-	_ = registerUnpack(ctx, conn)
+	_ = e.registerUnpack(ctx, conn)
 }
 
 // registerUnpack makes unpackFunction known on conn (DuckDB registers it in the database's system
 // catalog, so once is enough; a connection that already sees it is left alone).
-func registerUnpack(ctx context.Context, conn *gosql.Conn) error {
+func (e *Engine) registerUnpack(ctx context.Context, conn *gosql.Conn) error {
 	var n int
 	if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?", unpackFunction).Scan(&n); err != nil {
 		return err
@@ -258,7 +258,9 @@ func registerUnpack(ctx context.Context, conn *gosql.Conn) error {
 	if err != nil {
 		return err
 	}
-	err = duckdb.RegisterScalarUDF(conn, unpackFunction, &unpackUDF{in: []duckdb.TypeInfo{blob}, out: list})
+	err = e.store.rawConn(ctx, func(raw *gosql.Conn) error {
+		return duckdb.RegisterScalarUDF(raw, unpackFunction, &unpackUDF{in: []duckdb.TypeInfo{blob}, out: list})
+	})
 	if err != nil {
 		// Another statement may have registered it in between.
 		if again := conn.QueryRowContext(ctx, "SELECT count(*) FROM duckdb_functions() WHERE function_name = ?", unpackFunction).Scan(&n); again == nil && n > 0 {

@@ -205,54 +205,88 @@ type Ledger struct {
 	committing bool             // whether commitQueued runs
 
 	cacheMu sync.RWMutex
-	budgets map[string]Budget      // by TableRef.key()
-	memo    map[string]*memoFilter // memoisable releases recorded per table
+	budgets map[string]Budget     // by TableRef.key()
+	memo    map[string]*memoIndex // memoisable releases recorded per table (memo_index.go)
 }
 
 func newLedger(db *gosql.DB) (*Ledger, error) {
 	if _, err := db.Exec(createLedgerTables); err != nil {
 		return nil, fmt.Errorf("creating the ledger tables: %w", err)
 	}
-	l := &Ledger{db: db, budgets: map[string]Budget{}, memo: map[string]*memoFilter{}, spent: map[string]map[string]float64{}}
+	l := &Ledger{db: db}
+	if err := l.load(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// load reads what the ledger keeps in memory from its tables: the budgets, how many memoisable
+// releases each table has (its memo index is built when first needed), the next release id; what
+// units have spent is read when a table is first charged. mu is held, or the ledger is new.
+func (l *Ledger) load() error {
+	budgets, memo := map[string]Budget{}, map[string]*memoIndex{}
+	db := l.db
 	rows, err := db.Query(`SELECT db, table_name, eps_total, mode, unit_columns, set_by, set_at FROM ` + CatalogSchema + `.ldp_budget`)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var b Budget
 		var cols string
 		if err := rows.Scan(&b.Database, &b.Table, &b.EpsTotal, &b.Mode, &cols, &b.SetBy, &b.SetAt); err != nil {
-			return nil, err
+			return err
 		}
 		if err := json.Unmarshal([]byte(cols), &b.UnitColumns); err != nil {
-			return nil, fmt.Errorf("ldp_budget of %s: unit_columns %q: %w", b.TableRef, cols, err)
+			return fmt.Errorf("ldp_budget of %s: unit_columns %q: %w", b.TableRef, cols, err)
 		}
-		l.budgets[b.key()] = b
+		budgets[b.key()] = b
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	counts, err := db.Query(`SELECT db, table_name, count(*) FROM ` + CatalogSchema + `.ldp_releases WHERE released_value IS NOT NULL GROUP BY ALL`)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer counts.Close()
 	for counts.Next() {
 		var t TableRef
 		var n int64
 		if err := counts.Scan(&t.Database, &t.Table, &n); err != nil {
-			return nil, err
+			return err
 		}
-		l.memo[t.key()] = &memoFilter{n: n}
+		memo[t.key()] = &memoIndex{n: n}
 	}
 	if err := counts.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := db.QueryRow(`SELECT coalesce(max(id), 0) + 1 FROM ` + CatalogSchema + `.ldp_releases`).Scan(&l.nextID); err != nil {
-		return nil, err
+	var nextID int64
+	if err := db.QueryRow(`SELECT coalesce(max(id), 0) + 1 FROM ` + CatalogSchema + `.ldp_releases`).Scan(&nextID); err != nil {
+		return err
 	}
-	return l, nil
+	l.nextID = nextID
+	l.spent = map[string]map[string]float64{}
+	l.cacheMu.Lock()
+	l.budgets, l.memo = budgets, memo
+	l.cacheMu.Unlock()
+	return nil
+}
+
+// reopenStore runs reopen (which replaces the DuckDB instance: store.go) with no transaction of
+// charges running and the ledger's connection closed, then reads the ledger again from its tables: a
+// transaction whose commit failed may or may not be in the file, and the file is the truth.
+func (l *Ledger) reopenStore(reopen func() error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		_ = l.conn.Close()
+		l.conn = nil
+	}
+	if err := reopen(); err != nil {
+		return err
+	}
+	return l.load()
 }
 
 // Ledger returns the ledger of the engine this provider belongs to.
@@ -351,41 +385,53 @@ func (l *Ledger) Memo(ctx context.Context, t TableRef, keys []MemoKey) (map[Memo
 	if !ok || len(keys) == 0 {
 		return out, nil
 	}
-	want := make(map[MemoKey]bool, len(keys))
-	hashes := make([]int64, 0, len(keys))
-	filter, err := l.memoFilter(ctx, b.TableRef)
-	if err != nil || filter == nil {
+	idx, err := l.memoIndex(ctx, b.TableRef)
+	if err != nil || idx == nil {
 		return out, err
 	}
+	want := make(map[MemoKey]bool, len(keys))
+	ids := make([]int64, 0, len(keys))
 	l.cacheMu.RLock()
 	for _, k := range keys {
-		if h := memoHash(k.Unit, k.Digest); !want[k] && filter.has(h) {
+		if want[k] {
+			continue
+		}
+		if id, ok := idx.lookup(memoHash(k.Unit, k.Digest)); ok {
 			want[k] = true
-			hashes = append(hashes, h)
+			ids = append(ids, id)
 		}
 	}
 	l.cacheMu.RUnlock()
-	if len(hashes) == 0 {
+	if len(ids) == 0 {
 		return out, nil // none was ever recorded: no need to ask DuckDB
 	}
-	rows, err := l.db.QueryContext(ctx, `SELECT unit_key, input_digest, released_value FROM `+CatalogSchema+`.ldp_releases
-		WHERE memo_key IN (SELECT unnest(?::BIGINT[])) AND db = ? AND table_name = ? AND released_value IS NOT NULL
-		ORDER BY id`, hashes, b.Database, b.Table)
-	if err != nil {
-		return nil, fmt.Errorf("ldp ledger: looking up memoised releases: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k MemoKey
-		var rel []byte
-		if err := rows.Scan(&k.Unit, &k.Digest, &rel); err != nil {
+	// The first release of each key, read where it lies: ids grow with time, so DuckDB's min/max of id
+	// per row group skips every row group without one of them, however many releases there are.
+	for _, r := range idRanges(ids) {
+		rows, err := l.db.QueryContext(ctx, fmt.Sprintf(`SELECT unit_key, input_digest, released_value FROM %s.ldp_releases
+			WHERE id BETWEEN %d AND %d AND id IN (SELECT unnest(?::BIGINT[])) AND db = ? AND table_name = ?`, CatalogSchema, r.lo, r.hi),
+			r.ids, b.Database, b.Table)
+		if err != nil {
+			return nil, fmt.Errorf("ldp ledger: looking up memoised releases: %w", err)
+		}
+		for rows.Next() {
+			var k MemoKey
+			var rel []byte
+			if err := rows.Scan(&k.Unit, &k.Digest, &rel); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if want[k] && rel != nil {
+				out[k] = rel
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
 			return nil, err
 		}
-		if _, seen := out[k]; want[k] && !seen {
-			out[k] = rel
-		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Spent returns what each of units has spent in table t (0 for a unit never charged).
@@ -556,17 +602,19 @@ func (l *Ledger) committed(admitted []*chargeRequest, order []unitRef, batchEps 
 		l.spent[u.table][u.unit] += batchEps[u]
 	}
 	l.cacheMu.Lock()
+	id := l.nextID - int64(n) // the ids writeCharges gave the releases, in this order
 	for _, r := range admitted {
 		for i, c := range r.charges {
 			if c.Release != nil {
 				k := r.tables[i].key()
-				f := l.memo[k]
-				if f == nil {
-					f = &memoFilter{}
-					l.memo[k] = f
+				x := l.memo[k]
+				if x == nil {
+					x = &memoIndex{}
+					l.memo[k] = x
 				}
-				f.add(memoHash(c.Unit, c.Digest))
+				x.add(memoHash(c.Unit, c.Digest), id)
 			}
+			id++
 		}
 	}
 	l.cacheMu.Unlock()
@@ -753,7 +801,7 @@ func appendRows(conn *gosql.Conn, schema, table string, n int, row func(int) []d
 		return nil
 	}
 	return conn.Raw(func(dc any) error {
-		a, err := duckdb.NewAppenderFromConn(dc.(driver.Conn), schema, table)
+		a, err := duckdb.NewAppenderFromConn(duckConn(dc), schema, table)
 		if err != nil {
 			return err
 		}
@@ -808,104 +856,6 @@ func (l *Ledger) renamed(from, to TableRef) {
 	if f != nil {
 		l.memo[b.key()] = f
 	}
-}
-
-// memoFilter is a Bloom filter of a table's memoisable releases (their memo keys): a release asked for
-// for the first time, the common case, is known to be new without a query. It is built from
-// ldp_releases when first needed and rebuilt twice as large when it fills up.
-type memoFilter struct {
-	n    int64    // memoisable releases recorded
-	bits []uint64 // nil until built (and after it filled up)
-}
-
-const memoFilterHashes = 4
-
-func (f *memoFilter) slots(h int64) [memoFilterHashes]uint64 {
-	m := uint64(len(f.bits)) * 64
-	h1, h2 := uint64(h), uint64(h)>>32|1
-	var out [memoFilterHashes]uint64
-	for i := range out {
-		out[i] = (h1 + uint64(i)*h2) & (m - 1)
-	}
-	return out
-}
-
-// has reports whether h may have been added (false: certainly not). An unbuilt filter has everything.
-func (f *memoFilter) has(h int64) bool {
-	if f.n == 0 {
-		return false
-	}
-	if f.bits == nil {
-		return true
-	}
-	for _, s := range f.slots(h) {
-		if f.bits[s/64]&(1<<(s%64)) == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func (f *memoFilter) add(h int64) {
-	f.n++
-	if f.bits == nil {
-		return
-	}
-	if f.n*16 > int64(len(f.bits))*64 { // over 1/16 full: rebuild larger when next needed
-		f.bits = nil
-		return
-	}
-	for _, s := range f.slots(h) {
-		f.bits[s/64] |= 1 << (s % 64)
-	}
-}
-
-// memoFilter returns table t's filter, building it from ldp_releases if need be (nil: no releases).
-func (l *Ledger) memoFilter(ctx context.Context, t TableRef) (*memoFilter, error) {
-	l.cacheMu.RLock()
-	f := l.memo[t.key()]
-	ready := f == nil || f.n == 0 || f.bits != nil
-	l.cacheMu.RUnlock()
-	if ready {
-		return f, nil
-	}
-	// Build it while no charge runs, so that none of the releases is missed.
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cacheMu.RLock()
-	f = l.memo[t.key()]
-	ready = f.bits != nil
-	n := f.n
-	l.cacheMu.RUnlock()
-	if ready {
-		return f, nil
-	}
-	size := 1 << 16
-	for int64(size) < n*64 { // room to grow fourfold before the next rebuild
-		size <<= 1
-	}
-	nf := &memoFilter{bits: make([]uint64, size/64)}
-	rows, err := l.db.QueryContext(ctx, `SELECT memo_key FROM `+CatalogSchema+`.ldp_releases WHERE db = ? AND table_name = ? AND released_value IS NOT NULL`,
-		t.Database, t.Table)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var h int64
-		if err := rows.Scan(&h); err != nil {
-			return nil, err
-		}
-		nf.add(h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	nf.n = n // the records are the truth; duplicates (charge mode) were counted once each anyway
-	l.cacheMu.Lock()
-	l.memo[t.key()] = nf
-	l.cacheMu.Unlock()
-	return nf, nil
 }
 
 // memoHash is ldp_releases.memo_key: 64 bits of SHA-256 of the unit and the digest, so memo lookups scan

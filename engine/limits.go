@@ -258,26 +258,23 @@ func (h cancelOnDisconnect) ComInitDB(c *mysql.Conn, schemaName string) error {
 }
 
 func (h cancelOnDisconnect) ComQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) error {
-	ctx, end, err := h.e.stmts.start(ctx)
-	if err != nil {
-		return err
-	}
-	defer end()
-	ctx, stop := watchClient(ctx, c)
-	defer stop()
-	return wireError(h.Handler.ComQuery(ctx, c, query, withReadableInfo(callback)))
+	sent := false
+	return h.e.runStatement(ctx, c, func(ctx context.Context) error {
+		return h.Handler.ComQuery(ctx, c, query, withReadableInfo(func(res *sqltypes.Result, more bool) error {
+			sent = true
+			return callback(res, more)
+		}))
+	}, func() bool { return !sent })
 }
 
 func (h cancelOnDisconnect) ComMultiQuery(ctx context.Context, c *mysql.Conn, query string, callback mysql.ResultSpoolFn) (string, error) {
-	ctx, end, err := h.e.stmts.start(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer end()
-	ctx, stop := watchClient(ctx, c)
-	defer stop()
-	rest, err := h.Handler.ComMultiQuery(ctx, c, query, withReadableInfo(callback))
-	return rest, wireError(err)
+	var rest string
+	err := h.e.runStatement(ctx, c, func(ctx context.Context) error {
+		var err error
+		rest, err = h.Handler.ComMultiQuery(ctx, c, query, withReadableInfo(callback))
+		return err
+	}, nil)
+	return rest, err
 }
 
 func (h cancelOnDisconnect) ComPrepare(ctx context.Context, c *mysql.Conn, query string, prepare *mysql.PrepareData) ([]*querypb.Field, error) {
@@ -288,14 +285,43 @@ func (h cancelOnDisconnect) ComPrepare(ctx context.Context, c *mysql.Conn, query
 }
 
 func (h cancelOnDisconnect) ComStmtExecute(ctx context.Context, c *mysql.Conn, prepare *mysql.PrepareData, callback func(*sqltypes.Result) error) error {
-	ctx, end, err := h.e.stmts.start(ctx)
-	if err != nil {
-		return err
+	sent := false
+	return h.e.runStatement(ctx, c, func(ctx context.Context) error {
+		return h.Handler.ComStmtExecute(ctx, c, prepare, func(res *sqltypes.Result) error {
+			sent = true
+			return callback(res)
+		})
+	}, func() bool { return !sent })
+}
+
+// runStatement runs one statement of a client: tracked for Drain (shutdown.go), stopped when the client
+// hangs up, holding the store's gate (store.go). When DuckDB had invalidated the database, it reopens
+// it, and runs the statement once more if the database refused it before it did anything and nothing
+// was sent to the client (retryable reports that; nil: never again).
+func (e *Engine) runStatement(ctx context.Context, c *mysql.Conn, run func(context.Context) error, retryable func() bool) error {
+	once := func() error {
+		ctx, end, err := e.stmts.start(ctx)
+		if err != nil {
+			return err
+		}
+		defer end()
+		e.gate.RLock()
+		defer e.gate.RUnlock()
+		ctx, stop := watchClient(ctx, c)
+		defer stop()
+		return run(ctx)
 	}
-	defer end()
-	ctx, stop := watchClient(ctx, c)
-	defer stop()
-	return wireError(h.Handler.ComStmtExecute(ctx, c, prepare, callback))
+	gen := e.store.generation()
+	err := once()
+	if storeInvalidated(err) {
+		_ = e.recoverStore() // it logs its failure; the statement reports its own error
+		// Only when the file was really reopened since the statement began: an error text that merely
+		// says "invalidated" (a string in the statement) must not run it twice.
+		if refusedByInvalidStore(err) && e.store.generation() != gen && retryable != nil && retryable() {
+			err = once()
+		}
+	}
+	return wireError(e.diskFullError(err))
 }
 
 // okInfoPrefix is the byte vitess writes before an OK packet's info text ('#', 35), where the protocol has

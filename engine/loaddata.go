@@ -311,9 +311,9 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 	err = ed.conn.Raw(func(dc any) error {
 		var err error
 		if staging != "" {
-			ed.appender, err = duckdb.NewAppender(dc.(driver.Conn), "temp", "main", staging)
+			ed.appender, err = duckdb.NewAppender(duckConn(dc), "temp", "main", staging)
 		} else {
-			ed.appender, err = duckdb.NewAppenderFromConn(dc.(driver.Conn), t.db.name, t.def.name)
+			ed.appender, err = duckdb.NewAppenderFromConn(duckConn(dc), t.db.name, t.def.name)
 		}
 		return err
 	})

@@ -96,12 +96,14 @@ func (e *Engine) Drain(grace, cancelWait time.Duration) DrainReport {
 
 // CancelRunning cancels every statement running over the wire (a second SIGTERM during Drain) and
 // returns how many it cancelled.
-func (e *Engine) CancelRunning() int {
-	s := &e.stmts
+func (e *Engine) CancelRunning() int { return e.stmts.cancelAll(errShuttingDown) }
+
+// cancelAll cancels every running statement with cause and returns how many it cancelled.
+func (s *statements) cancelAll(cause error) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for r := range s.running {
-		r.cancel(errShuttingDown)
+		r.cancel(cause)
 	}
 	return len(s.running)
 }

@@ -237,7 +237,7 @@ func (e *tableEditor) Insert(ctx *sql.Context, row sql.Row) error {
 	}
 	if e.appender == nil {
 		err := e.conn.Raw(func(dc any) error {
-			a, err := duckdb.NewAppenderFromConn(dc.(driver.Conn), e.t.db.name, e.t.def.name)
+			a, err := duckdb.NewAppenderFromConn(duckConn(dc), e.t.db.name, e.t.def.name)
 			e.appender = a
 			return err
 		})
