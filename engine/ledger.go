@@ -195,8 +195,11 @@ type Ledger struct {
 	nextID int64
 	closed bool
 	// spent is what each unit of each table charged so far has spent (by TableRef.key(), then unit),
-	// as committed to ldp_budget_units; guarded by mu.
-	spent map[string]map[string]float64
+	// as committed to ldp_budget_units. It changes only under mu and spentMu both (once a transaction
+	// committed, or when read from ldp_budget_units), so the commit path reads it under mu alone, and
+	// Check under spentMu alone, without waiting for a transaction in flight.
+	spent   map[string]map[string]float64
+	spentMu sync.RWMutex
 	// batches counts the transactions of charges committed.
 	batches int64
 
@@ -550,7 +553,7 @@ func (l *Ledger) commitBatch(batch []*chargeRequest) {
 			r.done <- fmt.Errorf("ldp ledger: %w; nothing was released", err)
 			continue
 		}
-		sums, err := l.checkBudgets(r, batchEps)
+		sums, err := l.checkBudgets(r, batchEps, l.spentOf)
 		if err != nil {
 			r.done <- err
 			continue
@@ -572,7 +575,7 @@ func (l *Ledger) commitBatch(batch []*chargeRequest) {
 	}
 	n, err := l.writeBatch(admitted, order, batchEps, batchCount)
 	if err != nil {
-		l.spent = map[string]map[string]float64{} // whether a failed COMMIT left anything behind is for DuckDB's record to say
+		l.forgetSpent() // whether a failed COMMIT left anything behind is for DuckDB's record to say
 		if _, rbErr := l.conn.ExecContext(context.Background(), "ROLLBACK"); rbErr != nil && !strings.Contains(rbErr.Error(), "no transaction is active") {
 			// The connection is in an unknown state: start afresh next time.
 			_ = l.conn.Close()
@@ -598,9 +601,11 @@ func (l *Ledger) commitBatch(batch []*chargeRequest) {
 func (l *Ledger) committed(admitted []*chargeRequest, order []unitRef, batchEps map[unitRef]float64, n int) {
 	l.nextID += int64(n)
 	l.batches++
+	l.spentMu.Lock()
 	for _, u := range order {
 		l.spent[u.table][u.unit] += batchEps[u]
 	}
+	l.spentMu.Unlock()
 	l.cacheMu.Lock()
 	id := l.nextID - int64(n) // the ids writeCharges gave the releases, in this order
 	for _, r := range admitted {
@@ -623,8 +628,9 @@ func (l *Ledger) committed(admitted []*chargeRequest, order []unitRef, batchEps 
 // checkBudgets checks one call's charges against its units' budgets: what each unit has spent, plus
 // what the calls admitted before it in the same transaction charge it (batchEps), plus what this call
 // charges it, must be within the table's budget. It returns what the call charges each unit, or the
-// *BudgetError of the first table (by name) with a unit that would go over. mu is held.
-func (l *Ledger) checkBudgets(r *chargeRequest, batchEps map[unitRef]float64) (map[unitRef]float64, error) {
+// *BudgetError of the first table (by name) with a unit that would go over. spentOf gives what the
+// units of a table have spent: l.spentOf where mu is held, committedSpent where spentMu is.
+func (l *Ledger) checkBudgets(r *chargeRequest, batchEps map[unitRef]float64, spentOf func(TableRef) (map[string]float64, error)) (map[unitRef]float64, error) {
 	sums := map[unitRef]float64{}
 	tables := map[string]TableRef{}
 	for i, c := range r.charges {
@@ -640,7 +646,7 @@ func (l *Ledger) checkBudgets(r *chargeRequest, batchEps map[unitRef]float64) (m
 			return nil, fmt.Errorf("ldp ledger: %w: %s", ErrNotProtected, t)
 		}
 		var err error
-		if spent[k], err = l.spentOf(t); err != nil {
+		if spent[k], err = spentOf(t); err != nil {
 			return nil, fmt.Errorf("ldp ledger: reading what the units of %s have spent: %w; nothing was released", t, err)
 		}
 		checks[k] = &BudgetError{Table: t, Total: b.EpsTotal, Remaining: math.Inf(1)}
@@ -692,8 +698,30 @@ func (l *Ledger) spentOf(t TableRef) (map[string]float64, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	l.spentMu.Lock()
 	l.spent[t.key()] = m
+	l.spentMu.Unlock()
 	return m, nil
+}
+
+// errSpentNotRead is committedSpent's: the table's units have not been read from ldp_budget_units yet.
+var errSpentNotRead = errors.New("not read yet")
+
+// committedSpent is spentOf for a caller that holds spentMu (read) and not mu: what the units of t
+// have spent as far as committed transactions say, or errSpentNotRead.
+func (l *Ledger) committedSpent(t TableRef) (map[string]float64, error) {
+	if m, ok := l.spent[t.key()]; ok {
+		return m, nil
+	}
+	return nil, errSpentNotRead
+}
+
+// forgetSpent drops what the ledger knows of the units' spending, to be read again from
+// ldp_budget_units. mu is held.
+func (l *Ledger) forgetSpent() {
+	l.spentMu.Lock()
+	l.spent = map[string]map[string]float64{}
+	l.spentMu.Unlock()
 }
 
 // openConn opens the connection charges run on. mu is held.
@@ -839,8 +867,10 @@ func (l *Ledger) renamed(from, to TableRef) {
 		return
 	}
 	l.mu.Lock()
+	l.spentMu.Lock()
 	delete(l.spent, from.key()) // its units are read again, under the new name
 	delete(l.spent, to.key())
+	l.spentMu.Unlock()
 	l.mu.Unlock()
 	l.cacheMu.Lock()
 	defer l.cacheMu.Unlock()

@@ -760,3 +760,55 @@ func TestMemoIndex(t *testing.T) {
 		t.Fatalf("idRanges of 1000 spread ids: %d ranges", len(r))
 	}
 }
+
+// Check answers from what committed transactions charged, without waiting for a transaction in flight
+// (which holds the ledger's lock for milliseconds): it still refuses what would go over, and waits only
+// where a table's units are yet to be read.
+func TestLedgerCheckDoesNotWaitForACommit(t *testing.T) {
+	e := openT(t, MemoryPath)
+	defer e.Close()
+	ctx := context.Background()
+	tbl := TableRef{Database: "ldpsql", Table: "t"}
+	fresh := TableRef{Database: "ldpsql", Table: "fresh"}
+	for _, b := range []TableRef{tbl, fresh} {
+		if err := e.Ledger.SetBudget(ctx, Budget{TableRef: b, EpsTotal: 1, Mode: BudgetCharge, UnitColumns: []string{"id"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Ledger.Charge(ctx, "root", unitCharges(tbl, 0.75, "before", 0)); err != nil {
+		t.Fatal(err)
+	}
+	checked := func(charges []Charge) <-chan error {
+		done := make(chan error, 1)
+		go func() { done <- e.Ledger.Check(charges) }()
+		return done
+	}
+	e.Ledger.mu.Lock() // as a transaction of charges in flight holds it
+	var be *BudgetError
+	select {
+	case err := <-checked(unitCharges(tbl, 0.5, "over", 0, 1)):
+		if !errors.As(err, &be) || be.Over != 1 || be.Units != 2 {
+			t.Errorf("Check of ε 0.5 on units 0 (ε 0.75 of 1 spent) and 1: %v, want 1 of 2 units over", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Check waited for the transaction in flight")
+	}
+	select {
+	case err := <-checked(unitCharges(tbl, 0.25, "fits", 0, 1)):
+		if err != nil {
+			t.Errorf("Check of ε 0.25 on units 0 and 1: %v, want it to fit", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("Check waited for the transaction in flight")
+	}
+	unread := checked(unitCharges(fresh, 0.5, "unread", 0))
+	select {
+	case err := <-unread:
+		t.Errorf("Check of a table whose units were never read returned (%v) while the ledger was locked", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	e.Ledger.mu.Unlock()
+	if err := <-unread; err != nil {
+		t.Errorf("Check of a table whose units were never read: %v", err)
+	}
+}

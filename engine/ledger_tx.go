@@ -112,12 +112,21 @@ func (sc *statementCharges) take() (by string, charges []Charge) {
 // Check checks charges against their units' budgets as Charge would, without recording anything: a
 // *BudgetError when any unit would go over. Charges deferred to a write are checked here first, so a
 // statement over its budget fails as early as one charged at once; the write checks them again.
+//
+// It checks against what committed transactions have charged, and waits for none in flight (they may
+// only lower what is left, and the charge checks again), unless a table's units are yet to be read.
 func (l *Ledger) Check(charges []Charge) error {
 	if len(charges) == 0 {
 		return nil
 	}
 	req, err := l.request(context.Background(), "", charges)
 	if err != nil {
+		return err
+	}
+	l.spentMu.RLock()
+	_, err = l.checkBudgets(req, map[unitRef]float64{}, l.committedSpent)
+	l.spentMu.RUnlock()
+	if !errors.Is(err, errSpentNotRead) {
 		return err
 	}
 	l.mu.Lock()
@@ -128,7 +137,7 @@ func (l *Ledger) Check(charges []Charge) error {
 	if err := l.openConn(); err != nil {
 		return fmt.Errorf("ldp ledger: %w; nothing was released", err)
 	}
-	_, err = l.checkBudgets(req, map[unitRef]float64{})
+	_, err = l.checkBudgets(req, map[unitRef]float64{}, l.spentOf)
 	return err
 }
 
@@ -204,7 +213,7 @@ func (tx *chargedTx) commit(releasedBy string, charges []Charge) (err error) {
 		if req, err = l.request(ctx, releasedBy, charges); err != nil {
 			return fail(err)
 		}
-		if sums, err = l.checkBudgets(req, map[unitRef]float64{}); err != nil {
+		if sums, err = l.checkBudgets(req, map[unitRef]float64{}, l.spentOf); err != nil {
 			return fail(err)
 		}
 		counts := map[unitRef]int64{}
@@ -220,7 +229,7 @@ func (tx *chargedTx) commit(releasedBy string, charges []Charge) (err error) {
 		}
 	}
 	if _, err := tx.conn.ExecContext(ctx, "COMMIT"); err != nil {
-		l.spent = map[string]map[string]float64{} // what committed is for DuckDB's record to say
+		l.forgetSpent() // what committed is for DuckDB's record to say
 		return fail(fmt.Errorf("ldp ledger: committing %d releases with their write: %w; nothing was released", len(charges), err))
 	}
 	if req != nil {

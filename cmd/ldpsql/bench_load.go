@@ -202,6 +202,7 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	txBefore := e.Ledger.Transactions()
+	cpuBefore, cpuKnown := processCPU()
 	nextID := atomic.Int64{}
 	nextID.Store(int64(*units))
 	results := make([]*loadClient, *clients)
@@ -217,6 +218,7 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpuAfter, _ := processCPU()
 
 	fmt.Fprintf(stdout, "%-14s %8s %9s %9s %9s %7s\n", "kind", "count", "q/s", "p50 ms", "p99 ms", "errors")
 	var all, charged []time.Duration
@@ -251,6 +253,13 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	if n := len(charged); n > 0 {
 		tx := e.Ledger.Transactions() - txBefore
 		fmt.Fprintf(stdout, "ledger: %d transactions for %d charged statements (%.1f per transaction)\n", tx, n, float64(n)/float64(max(tx, 1)))
+	}
+	if n := len(all) + allErrs; cpuKnown && n > 0 {
+		// On a loaded machine the rates above measure the share of the CPU the run got; the CPU time
+		// each statement took is what the code costs.
+		cpu := cpuAfter - cpuBefore
+		fmt.Fprintf(stdout, "CPU: %.2f s user+system over %s (%.2f cores), %.0f µs per statement (server and clients: one process)\n",
+			cpu.Seconds(), elapsed.Round(time.Millisecond), cpu.Seconds()/elapsed.Seconds(), float64(cpu.Microseconds())/float64(n))
 	}
 	fmt.Fprintf(stdout, "load average after: %s\n\n", loadAverage())
 	return auditLoad(stdout, e, results, *units, *budget)

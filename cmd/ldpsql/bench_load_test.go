@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -18,6 +19,12 @@ func TestBenchLoad(t *testing.T) {
 	for _, want := range []string{"select ", "insert ", "flip_label ", "rr_frequency ", "laplace ", "charged ", "ledger: ", "ledger audit: exact"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, known := processCPU(); known {
+		m := regexp.MustCompile(`CPU: ([0-9.]+) s user\+system .* ([0-9]+) µs per statement`).FindStringSubmatch(out.String())
+		if m == nil || m[1] == "0.00" || m[2] == "0" {
+			t.Errorf("the report lacks a CPU time > 0 per statement (%q):\n%s", m, out.String())
 		}
 	}
 	for _, bad := range [][]string{{"load", "--mix", "select,nope"}, {"load", "--mix", "insert=0"}, {"load", "--release-rows", "20", "--units", "10"}} {
