@@ -269,7 +269,7 @@ func (l *Ledger) load() error {
 		return err
 	}
 	l.nextID = nextID
-	l.spent = map[string]map[string]float64{}
+	l.forgetSpent() // under spentMu: Check reads the map without mu
 	l.cacheMu.Lock()
 	l.budgets, l.memo = budgets, memo
 	l.cacheMu.Unlock()
