@@ -35,17 +35,7 @@ type objective interface {
 }
 
 // valLoss is the mean loss over obj's validation split, NaN if empty.
-func valLoss(obj objective, nt *net) float64 {
-	l := obj.valRows(nt)
-	if len(l) == 0 {
-		return math.NaN()
-	}
-	sum := 0.0
-	for _, v := range l {
-		sum += v
-	}
-	return sum / float64(len(l))
-}
+func valLoss(obj objective, nt *net) float64 { return nn.Mean(obj.valRows(nt)) }
 
 // TrainStats describes a finished training run.
 type TrainStats struct {

@@ -126,7 +126,7 @@ func (l Loop) Run(ctx context.Context, n int, s Steps) (Result, error) {
 		switch {
 		case s.ValidateRows != nil:
 			rows = s.ValidateRows()
-			val = mean(rows)
+			val = Mean(rows)
 		case s.Validate != nil:
 			val = s.Validate()
 		}
@@ -167,7 +167,8 @@ func (l Loop) Run(ctx context.Context, n int, s Steps) (Result, error) {
 	return res, nil
 }
 
-func mean(v []float64) float64 {
+// Mean is the mean of v, NaN if v is empty (a split with no rows has no loss).
+func Mean(v []float64) float64 {
 	if len(v) == 0 {
 		return math.NaN()
 	}
