@@ -46,6 +46,29 @@ func UnitKey(types []sql.Type, values ...any) (string, error) {
 	return string(b), nil
 }
 
+// FoldUnitKey is UnitKey for a key that arrives already written, as UnitKey writes it but perhaps
+// without the folding (a unit named by a user or an external job): the same key UnitKey gives the values
+// it was written from. A key of several columns is a JSON array of one text per column.
+func FoldUnitKey(types []sql.Type, key string) (string, error) {
+	if len(types) == 1 {
+		if c, ok := FoldingCollation(types[0]); ok {
+			return FoldUnitString(c, key), nil
+		}
+		return key, nil
+	}
+	var parts []string
+	if err := json.Unmarshal([]byte(key), &parts); err != nil || len(parts) != len(types) {
+		return "", fmt.Errorf("unit key %q: want a JSON array of %d texts, one per unit column", key, len(types))
+	}
+	for i, t := range types {
+		if c, ok := FoldingCollation(t); ok {
+			parts[i] = FoldUnitString(c, parts[i])
+		}
+	}
+	b, _ := json.Marshal(parts)
+	return string(b), nil
+}
+
 // FoldingCollation is the collation by which UnitKey keys t's strings, and false where it keys them byte
 // for byte: t is not a string type, or its collation is binary.
 func FoldingCollation(t sql.Type) (sql.CollationID, bool) {

@@ -41,6 +41,22 @@ func TestUnitKeyFoldsInsensitiveStrings(t *testing.T) {
 	if got, _ := UnitKey([]sql.Type{types.Blob}, []byte("Ab")); got != "x'4162'" {
 		t.Errorf("BLOB key %q", got)
 	}
+	// A key written without folding (by a user or an external job) folds to the same key.
+	two := []sql.Type{types.Int64, ci[0]}
+	for written, want := range map[string]string{"ALICE": "alice", "alice": "alice"} {
+		if got, err := FoldUnitKey(ci, written); err != nil || got != want {
+			t.Errorf("FoldUnitKey(ai_ci, %q) = %q, %v", written, got, err)
+		}
+	}
+	if got, err := FoldUnitKey(two, `["7","Bob"]`); err != nil || got != `["7","bob"]` {
+		t.Errorf("FoldUnitKey of two columns = %q, %v", got, err)
+	}
+	if got, _ := FoldUnitKey([]sql.Type{varchar(sql.Collation_utf8mb4_0900_bin)}, "ALICE"); got != "ALICE" {
+		t.Errorf("FoldUnitKey on a binary column: %q", got)
+	}
+	if _, err := FoldUnitKey(two, `["7"]`); err == nil || !strings.Contains(err.Error(), "JSON array of 2") {
+		t.Errorf("a key of one text for two columns: %v", err)
+	}
 	if _, err := UnitKey(ci, "a", "b"); err == nil {
 		t.Error("more values than types was accepted")
 	}
@@ -93,6 +109,9 @@ func TestUnitKeyEqualityIsGMSEquality(t *testing.T) {
 				t.Fatal(err)
 			}
 			kb, _ := UnitKey(typ, b)
+			if fa, err := FoldUnitKey(typ, a); err != nil || fa != ka {
+				t.Fatalf("%s: FoldUnitKey(%q) = %q, %v; UnitKey gives %q", c, a, fa, err, ka)
+			}
 			_, folds := FoldingCollation(typ[0])
 			if !folds {
 				// A binary collation keys the bytes as written (GMS weighs invalid bytes as U+FFFD, but a
