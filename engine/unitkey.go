@@ -73,7 +73,7 @@ func FoldUnitKey(types []sql.Type, key string) (string, error) {
 // for byte: t is not a string type, or its collation is binary.
 func FoldingCollation(t sql.Type) (sql.CollationID, bool) {
 	st, ok := t.(sql.StringType)
-	if !ok {
+	if !ok || !st.IsStringType() {
 		return 0, false
 	}
 	c := st.Collation()
