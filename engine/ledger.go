@@ -65,7 +65,7 @@ import (
 //		Function: "train_noisy_classifier", Mechanism: "k-rr", Randomiser: "warner", Digest: digest, Release: bytes}})
 //
 // Charge before anything derived from the releases is returned; a *BudgetError means nothing may be
-// returned. A unit's key is UnitKey(values of its unit columns...).
+// returned. A unit's key is UnitKey(its unit columns' types, their values...).
 
 // Budget modes (ldp_budget.mode).
 const (
@@ -142,7 +142,7 @@ type Budget struct {
 // Charge is one release to record: ε charged to one unit of a protected table.
 type Charge struct {
 	Table TableRef
-	// Unit is the unit's key, UnitKey(values of the unit columns...).
+	// Unit is the unit's key, UnitKey(the unit columns' types, their values...).
 	Unit string
 	// Eps is the ε of the release, > 0.
 	Eps float64
@@ -910,68 +910,6 @@ func (l *Ledger) close() error {
 	err := l.conn.Close()
 	l.conn = nil
 	return err
-}
-
-// UnitKey is the canonical key of a unit from the values of its unit columns: one value as text
-// (integers in decimal, floats shortest round-trip, BLOBs as x'hex', times in UTC RFC 3339), several
-// as a JSON array of those texts. A NULL value is an error: it identifies no unit.
-func UnitKey(values ...any) (string, error) {
-	parts := make([]string, len(values))
-	for i, v := range values {
-		s, err := unitPart(v)
-		if err != nil {
-			return "", err
-		}
-		parts[i] = s
-	}
-	if len(parts) == 1 {
-		return parts[0], nil
-	}
-	b, _ := json.Marshal(parts)
-	return string(b), nil
-}
-
-func unitPart(v any) (string, error) {
-	switch x := v.(type) {
-	case nil:
-		return "", errors.New("a unit key is NULL")
-	case string:
-		return x, nil
-	case []byte:
-		return "x'" + hex.EncodeToString(x) + "'", nil
-	case int:
-		return strconv.FormatInt(int64(x), 10), nil
-	case int8:
-		return strconv.FormatInt(int64(x), 10), nil
-	case int16:
-		return strconv.FormatInt(int64(x), 10), nil
-	case int32:
-		return strconv.FormatInt(int64(x), 10), nil
-	case int64:
-		return strconv.FormatInt(x, 10), nil
-	case uint8:
-		return strconv.FormatUint(uint64(x), 10), nil
-	case uint16:
-		return strconv.FormatUint(uint64(x), 10), nil
-	case uint32:
-		return strconv.FormatUint(uint64(x), 10), nil
-	case uint64:
-		return strconv.FormatUint(x, 10), nil
-	case float32:
-		return strconv.FormatFloat(float64(x), 'g', -1, 32), nil
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64), nil
-	case bool:
-		if x {
-			return "1", nil
-		}
-		return "0", nil
-	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano), nil
-	case fmt.Stringer:
-		return x.String(), nil
-	}
-	return fmt.Sprint(v), nil
 }
 
 // ReleaseDigest is the hex SHA-256 that identifies a release for memoisation by what was released,

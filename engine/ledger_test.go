@@ -11,12 +11,16 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/types"
+	"github.com/dolthub/vitess/go/sqltypes"
 )
 
 func ledgerCharges(t TableRef, n int, eps float64, tag string) []Charge {
 	out := make([]Charge, n)
 	for i := range out {
-		unit, _ := UnitKey(int64(i))
+		unit, _ := UnitKey([]sql.Type{types.Int64}, int64(i))
 		out[i] = Charge{Table: t, Unit: unit, Eps: eps, Function: "TEST", Mechanism: "m", Randomiser: "r",
 			Digest: ReleaseDigest(tag+unit, "", "m", "r", eps, 0), Release: []byte(tag + unit)}
 	}
@@ -146,22 +150,24 @@ func TestLedgerConcurrentChargesNeverOverspend(t *testing.T) {
 }
 
 func TestUnitKeyAndDigest(t *testing.T) {
+	text := types.MustCreateString(sqltypes.VarChar, 64, sql.Collation_utf8mb4_0900_bin)
 	for _, tc := range []struct {
-		vals []any
-		want string
+		types []sql.Type
+		vals  []any
+		want  string
 	}{
-		{[]any{int32(42)}, "42"},
-		{[]any{int64(42)}, "42"},
-		{[]any{"a b"}, "a b"},
-		{[]any{[]byte{1, 255}}, "x'01ff'"},
-		{[]any{int64(1), "x"}, `["1","x"]`},
-		{[]any{0.5}, "0.5"},
+		{[]sql.Type{types.Int32}, []any{int32(42)}, "42"},
+		{[]sql.Type{types.Int64}, []any{int64(42)}, "42"},
+		{[]sql.Type{text}, []any{"a b"}, "a b"},
+		{[]sql.Type{types.Blob}, []any{[]byte{1, 255}}, "x'01ff'"},
+		{[]sql.Type{types.Int64, text}, []any{int64(1), "x"}, `["1","x"]`},
+		{[]sql.Type{types.Float64}, []any{0.5}, "0.5"},
 	} {
-		if got, err := UnitKey(tc.vals...); err != nil || got != tc.want {
+		if got, err := UnitKey(tc.types, tc.vals...); err != nil || got != tc.want {
 			t.Errorf("UnitKey(%v) = %q, %v; want %q", tc.vals, got, err, tc.want)
 		}
 	}
-	if _, err := UnitKey(int64(1), nil); err == nil {
+	if _, err := UnitKey([]sql.Type{types.Int64, text}, int64(1), nil); err == nil {
 		t.Error("a NULL unit key was accepted")
 	}
 	a := ReleaseDigest("ab", "", "c", "d", 1, 2)
@@ -207,7 +213,7 @@ func BenchmarkLedger(b *testing.B) {
 		round++
 		out := make([]Charge, n)
 		for i := range out {
-			unit, _ := UnitKey(int64(i))
+			unit, _ := UnitKey([]sql.Type{types.Int64}, int64(i))
 			out[i] = Charge{Table: tbl, Unit: unit, Eps: 1, Function: "LDP_ENCODE", Mechanism: "pca", Randomiser: "laplace",
 				Digest: ReleaseDigest(fmt.Sprint(round), "", "pca", "laplace", 1, 0), Release: release}
 		}
@@ -356,7 +362,7 @@ func queueCharges(t *testing.T, l *Ledger, calls map[string][]Charge, order []st
 func unitCharges(tbl TableRef, eps float64, tag string, units ...int) []Charge {
 	var out []Charge
 	for _, u := range units {
-		unit, _ := UnitKey(int64(u))
+		unit, _ := UnitKey([]sql.Type{types.Int64}, int64(u))
 		out = append(out, Charge{Table: tbl, Unit: unit, Eps: eps, Function: "TEST", Mechanism: "m", Randomiser: "r",
 			Digest: ReleaseDigest(tag, unit, "m", "r", eps, 0)})
 	}
@@ -605,7 +611,7 @@ func BenchmarkLedgerGrowth(b *testing.B) {
 		round++
 		out := make([]Charge, n)
 		for i := range out {
-			unit, _ := UnitKey(int64(i % units))
+			unit, _ := UnitKey([]sql.Type{types.Int64}, int64(i%units))
 			out[i] = Charge{Table: tbl, Unit: unit, Eps: 1, Function: "LDP_ENCODE", Mechanism: "pca", Randomiser: "laplace",
 				Digest: ReleaseDigest(fmt.Sprint(round), "", "pca", "laplace", 1, 0), Release: release}
 		}

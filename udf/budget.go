@@ -141,16 +141,18 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 		cols = append(cols, quoteCol(u))
 	}
 	// The roles do not apply to this read: what it reads is released through the ledger below.
-	iter, err := p.query(boundary.WithInternalRead(ctx), fmt.Sprintf("SELECT %s FROM %s.%s", strings.Join(cols, ", "), quoteCol(srcDB), quoteCol(srcName)))
+	schema, iter, err := p.querySchema(boundary.WithInternalRead(ctx), fmt.Sprintf("SELECT %s FROM %s.%s", strings.Join(cols, ", "), quoteCol(srcDB), quoteCol(srcName)))
 	if err != nil {
 		return 0, fmt.Errorf("%s: reading the source: %w", fn, err)
 	}
 	defer iter.Close(ctx)
+	// By position: the select list names a unit column twice where it is also the primary key.
+	unitTypes, rowTypes := columnTypes(schema[unitAt:]), columnTypes(schema[:nKeys])
 	ins, fail, err := p.openDestination(ctx, dstDB, tmpName)
 	if err != nil {
 		return 0, err
 	}
-	src := privatizeSource{fn: fn, unitAt: unitAt, nKeys: nKeys, byRow: byRow, withLabel: withLabel, dba: dba, mech: mech, krr: krr}
+	src := privatizeSource{fn: fn, unitAt: unitAt, nKeys: nKeys, unitTypes: unitTypes, rowTypes: rowTypes, byRow: byRow, withLabel: withLabel, dba: dba, mech: mech, krr: krr}
 	c := boundary.NewCollector(p.e.Ledger, user(ctx))
 	var n int64
 	lastLog := time.Now()
@@ -219,6 +221,8 @@ func (p *procedures) privatizeRowsLedger(ctx *sql.Context, fn string, b engine.B
 type privatizeSource struct {
 	fn               string
 	unitAt, nKeys    int
+	unitTypes        []sql.Type // the unit columns' and the primary key's types, for engine.UnitKey
+	rowTypes         []sql.Type
 	byRow, withLabel bool
 	dba              bool // a DBA's invalid value is an error; an analyst's is released as the default input
 	mech             *resolvedMechanism
@@ -236,11 +240,11 @@ func (s privatizeSource) inputs(ctx *sql.Context, batch []sql.Row, n int64) (uni
 	feats = make([][]float32, len(batch))
 	ys = make([]int, len(batch))
 	for i, r := range batch {
-		if units[i], err = engine.UnitKey(r[s.unitAt:]...); err != nil {
+		if units[i], err = engine.UnitKey(s.unitTypes, r[s.unitAt:]...); err != nil {
 			return nil, nil, nil, nil, fmt.Errorf("%s: source row %d: %w", fn, n+int64(i)+1, err)
 		}
 		if rows != nil {
-			if rows[i], err = engine.UnitKey(r[:s.nKeys]...); err != nil {
+			if rows[i], err = engine.UnitKey(s.rowTypes, r[:s.nKeys]...); err != nil {
 				return nil, nil, nil, nil, fmt.Errorf("%s: source row %d: its primary key: %w", fn, n+int64(i)+1, err)
 			}
 		}

@@ -283,10 +283,26 @@ func (r *vectorReader) close() { _ = r.iter.Close(r.ctx) }
 // runs outside the process list: GMS ends (and cancels) a connection's current query when a query
 // finishes, which would cancel the procedure itself.
 func (p *procedures) query(ctx *sql.Context, q string) (sql.RowIter, error) {
+	_, iter, err := p.querySchema(ctx, q)
+	return iter, err
+}
+
+// querySchema is query that also returns the result's schema.
+func (p *procedures) querySchema(ctx *sql.Context, q string) (sql.Schema, sql.RowIter, error) {
 	inner := ctx.WithContext(ctx.Context)
 	inner.ProcessList = sql.EmptyProcessList{}
-	_, iter, _, err := p.e.GMS.Query(inner, q)
-	return iter, err
+	schema, iter, _, err := p.e.GMS.Query(inner, q)
+	return schema, iter, err
+}
+
+// columnTypes are the types of schema's columns: engine.UnitKey keys a unit column's value by its type
+// (an insensitive collation folds spellings into one unit).
+func columnTypes(schema sql.Schema) []sql.Type {
+	out := make([]sql.Type, len(schema))
+	for i, c := range schema {
+		out[i] = c.Type
+	}
+	return out
 }
 
 func quoteCol(c string) string { return "`" + strings.ReplaceAll(c, "`", "``") + "`" }

@@ -27,13 +27,15 @@ func (p *procedures) chargeTraining(ctx *sql.Context, fn string, b engine.Budget
 	for i, u := range b.UnitColumns {
 		cols[i] = quoteCol(u)
 	}
-	iter, err := p.query(boundary.WithInternalRead(ctx), fmt.Sprintf("SELECT DISTINCT %s FROM %s.%s", strings.Join(cols, ", "),
+	schema, iter, err := p.querySchema(boundary.WithInternalRead(ctx), fmt.Sprintf("SELECT DISTINCT %s FROM %s.%s", strings.Join(cols, ", "),
 		quoteCol(b.TableRef.Database), quoteCol(b.TableRef.Table)))
 	if err != nil {
 		return 0, fmt.Errorf("%s: reading the units of %s: %w", fn, b.TableRef, err)
 	}
 	defer iter.Close(ctx)
+	keyTypes := columnTypes(schema)
 	var charges []engine.Charge
+	seen := map[string]bool{} // GMS's DISTINCT folds as the collation does; a unit is never charged twice if not
 	for {
 		row, err := iter.Next(ctx)
 		if err == io.EOF {
@@ -42,10 +44,14 @@ func (p *procedures) chargeTraining(ctx *sql.Context, fn string, b engine.Budget
 		if err != nil {
 			return 0, err
 		}
-		unit, err := engine.UnitKey(row...)
+		unit, err := engine.UnitKey(keyTypes, row...)
 		if err != nil {
 			return 0, fmt.Errorf("%s: a unit of %s: %w", fn, b.TableRef, err)
 		}
+		if seen[unit] {
+			continue
+		}
+		seen[unit] = true
 		charges = append(charges, engine.Charge{Table: b.TableRef, Unit: unit, Eps: eps, Function: fn, Mechanism: name, Randomiser: "dp-sgd",
 			Digest: engine.ReleaseDigest("train:"+name, unit, name, "dp-sgd", eps, 0)})
 	}

@@ -13,10 +13,11 @@ import (
 // CDP training on a protected auxiliary table charges ε_CDP to every unit before training, records
 // what the run met (σ, steps, spent ε ≤ the target) in ldp_models.params, and a table whose units
 // lack the budget trains nothing (the job fails naming the budget). Training it without CDP leaves a
-// warning on the job.
+// warning on the job. Its units are people spelled two ways ('P7', 'p7') in an insensitive column: one
+// unit each, charged once under the key a release of either row charges ('p7').
 func TestCDPTrainingChargesTheLedger(t *testing.T) {
 	l := newLedgerEngine(t, buildPlugins(t, "vlm"))
-	l.q("CREATE TABLE aux (id INT PRIMARY KEY, f LONGBLOB NOT NULL)")
+	l.q("CREATE TABLE aux (id INT PRIMARY KEY, person VARCHAR(20) NOT NULL, f LONGBLOB NOT NULL)")
 	r := rand.New(rand.NewPCG(1, 2))
 	var vals []string
 	for i := range 300 {
@@ -24,10 +25,14 @@ func TestCDPTrainingChargesTheLedger(t *testing.T) {
 		for j := range v {
 			v[j] = fmt.Sprint(r.IntN(2))
 		}
-		vals = append(vals, fmt.Sprintf("(%d, LDP_VECTOR(%s))", i+1, strings.Join(v, ", ")))
+		person := fmt.Sprintf("p%d", i/2)
+		if i%2 == 0 { // upper case first, which GMS's DISTINCT returns
+			person = strings.ToUpper(person)
+		}
+		vals = append(vals, fmt.Sprintf("(%d, '%s', LDP_VECTOR(%s))", i+1, person, strings.Join(v, ", ")))
 	}
 	l.q("INSERT INTO aux VALUES " + strings.Join(vals, ", "))
-	l.q("CALL ldp_set_budget('aux', 3, 'charge')")
+	l.q("CALL ldp_set_budget('aux', 3, 'charge', 'person')")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	wait := func(q string) (string, string, string) {
@@ -43,8 +48,11 @@ func TestCDPTrainingChargesTheLedger(t *testing.T) {
 		t.Fatalf("CDP training: %s %s", state, msg)
 	}
 	spent := l.q("SELECT COUNT(*), MIN(spent), MAX(spent) FROM ldpsql_catalog.ldp_budget_units WHERE table_name = 'aux'")
-	if toInt64(t, spent[0][0]) != 300 || toFloat(t, spent[0][1]) != 2 || toFloat(t, spent[0][2]) != 2 {
-		t.Fatalf("units charged: %v, want all 300 at ε = 2", spent)
+	if toInt64(t, spent[0][0]) != 150 || toFloat(t, spent[0][1]) != 2 || toFloat(t, spent[0][2]) != 2 {
+		t.Fatalf("units charged: %v, want all 150 at ε = 2", spent)
+	}
+	if n := l.count("SELECT count(*) FROM ldpsql_catalog.ldp_budget_units WHERE table_name = 'aux' AND unit_key <> lower(unit_key)"); n != 0 {
+		t.Fatalf("%d units charged under a spelling other than the canonical 'p7'", n)
 	}
 	var raw string
 	if err := l.e.DuckDB.QueryRow("SELECT params FROM ldpsql_catalog.ldp_models WHERE name = 'c1'").Scan(&raw); err != nil {

@@ -64,15 +64,16 @@ import (
 
 // ledgerAggregate is PRIVATE_ACCURACY or RR_FREQUENCY bound to the ledger (see above).
 type ledgerAggregate struct {
-	fn     string           // upper-case function name
-	args   []sql.Expression // the function's arguments (no unit key); args[0] is the released value
-	units  []sql.Expression // the unit key
-	row    []sql.Expression // the row's primary key, where the unit key does not identify the row (memoisation)
-	table  engine.TableRef
-	strict bool // analyst: invalid values are released as the default input, never quoted in an error
-	ledger *engine.Ledger
-	key    bindKey   // how releases are keyed for memoisation
-	call   Aggregate // the function, which parses its parameters
+	fn       string           // upper-case function name
+	args     []sql.Expression // the function's arguments (no unit key); args[0] is the released value
+	units    []sql.Expression // the unit key
+	row      []sql.Expression // the row's primary key, where the unit key does not identify the row (memoisation)
+	keyTypes keyTypes         // the types units and row are keyed by
+	table    engine.TableRef
+	strict   bool // analyst: invalid values are released as the default input, never quoted in an error
+	ledger   *engine.Ledger
+	key      bindKey   // how releases are keyed for memoisation
+	call     Aggregate // the function, which parses its parameters
 
 	id     sql.ColumnId
 	window *sql.WindowDefinition
@@ -469,13 +470,13 @@ func (b *ledgerAggBuffer) Update(ctx *sql.Context, row sql.Row) error {
 	}
 	b.params = p
 	n, nu := len(a.args), len(a.units)
-	unit, err := engine.UnitKey(vals[n : n+nu]...)
+	unit, err := engine.UnitKey(a.keyTypes.unit, vals[n:n+nu]...)
 	if err != nil {
 		return fmt.Errorf("%s on protected table %s: %w (a NULL unit_key names no unit)", fn, a.table, err)
 	}
 	rowKey := ""
 	if len(a.row) > 0 {
-		if rowKey, err = engine.UnitKey(vals[n+nu:]...); err != nil {
+		if rowKey, err = engine.UnitKey(a.keyTypes.row, vals[n+nu:]...); err != nil {
 			return fmt.Errorf("%s on protected table %s: the row's primary key: %w", fn, a.table, err)
 		}
 	}

@@ -398,39 +398,64 @@ func explicitUnitAt(fn string) int {
 	return 4 // LDP_ENCODE, LDP_ENCODE_JSON, LDP_LAPLACE, RR_FREQUENCY
 }
 
+// keyTypes are the SQL types by which engine.UnitKey keys a release's unit (the unit columns') and its
+// row within the unit (the primary key's), so that a unit column's collation decides which spellings are
+// one unit. A DBA's explicit unit_key of one value per unit column names a unit of the table and is keyed
+// by the unit columns' types too: on an insensitive unit column, FLIP_LABEL(y, 1, 2, 'ALICE') charges
+// the unit 'alice'.
+type keyTypes struct{ unit, row []sql.Type }
+
+// typesOf are the types of the instance's columns ids.
+func (t *tableInstance) typesOf(ids []sql.ColumnId) []sql.Type {
+	out := make([]sql.Type, len(ids))
+	for i, id := range ids {
+		out[i] = t.cols[id].Type
+	}
+	return out
+}
+
 // bindUnit splits a call's arguments into its own and the unit key: the DBA's explicit unit_key
 // argument, or the unit columns of the protected row it reads (in node's scope). It also returns the
 // expressions that identify the row within its unit (none where the unit is the row), and noRow when the
 // row cannot be identified (no primary key, or a derived table that does not select it): such a release
 // is never memoised.
-func (b *binder) bindUnit(fn string, node sql.Node, inst *tableInstance, direct *expression.GetField, args []sql.Expression) (own, units, row []sql.Expression, noRow bool, err error) {
+func (b *binder) bindUnit(fn string, node sql.Node, inst *tableInstance, direct *expression.GetField, args []sql.Expression) (own, units, row []sql.Expression, kt keyTypes, noRow bool, err error) {
 	at := explicitUnitAt(fn)
 	explicit := len(args) > at
 	if explicit {
 		if !b.dba {
-			return nil, nil, nil, false, fmt.Errorf("access denied: %s: only a DBA may choose the privacy unit of protected table %s (releases are charged to its unit columns %s)",
+			return nil, nil, nil, kt, false, fmt.Errorf("access denied: %s: only a DBA may choose the privacy unit of protected table %s (releases are charged to its unit columns %s)",
 				fn, inst.budget.TableRef, strings.Join(inst.budget.UnitColumns, ", "))
 		}
 		own, units = args[:at], args[at:]
 	} else {
 		refs, missing := b.columnRefs(node, inst, direct, inst.units)
 		if missing {
-			return nil, nil, nil, false, fmt.Errorf("%s reads protected table %s through a derived table or view that does not select its unit columns (%s): "+
+			return nil, nil, nil, kt, false, fmt.Errorf("%s reads protected table %s through a derived table or view that does not select its unit columns (%s): "+
 				"select them there too, so that the release can be charged to its unit", fn, inst.budget.TableRef, strings.Join(inst.budget.UnitColumns, ", "))
 		}
 		own, units = args, refs
 	}
+	kt.unit = inst.typesOf(inst.units)
+	if explicit && len(units) != len(inst.units) {
+		// Not a value of each unit column: the DBA's own notion of unit, keyed by its own types.
+		kt.unit = make([]sql.Type, len(units))
+		for i, u := range units {
+			kt.unit[i] = u.Type(b.ctx)
+		}
+	}
+	kt.row = inst.typesOf(inst.pk)
 	if inst.unitIsRow && !explicit {
-		return own, units, nil, false, nil
+		return own, units, nil, kt, false, nil
 	}
 	if len(inst.pk) == 0 {
-		return own, units, nil, true, nil
+		return own, units, nil, kt, true, nil
 	}
 	row, missing := b.columnRefs(node, inst, direct, inst.pk)
 	if missing {
-		return own, units, nil, true, nil
+		return own, units, nil, kt, true, nil
 	}
-	return own, units, row, false, nil
+	return own, units, row, kt, false, nil
 }
 
 // checkReleasedVector refuses an LDP_VECTOR released from a protected table unless every element is a
@@ -462,7 +487,7 @@ func (b *binder) bindCall(node sql.Node, e sql.Expression) (sql.Expression, tran
 	if err := call.CheckBindable(); err != nil {
 		return nil, transform.SameTree, err // udf's short forms are expanded first; never release without it
 	}
-	own, unitArgs, rowArgs, noRow, err := b.bindUnit(fn, node, inst, direct, args)
+	own, unitArgs, rowArgs, kt, noRow, err := b.bindUnit(fn, node, inst, direct, args)
 	if err != nil {
 		return nil, transform.SameTree, err
 	}
@@ -474,7 +499,7 @@ func (b *binder) bindCall(node sql.Node, e sql.Expression) (sql.Expression, tran
 			return nil, transform.SameTree, err
 		}
 	}
-	r := &ledgerRelease{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, row: rowArgs, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l, call: call}
+	r := &ledgerRelease{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, row: rowArgs, keyTypes: kt, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l, call: call}
 	r.key = b.keyOf(inst, args[0])
 	r.key.noRow = noRow
 	if r.strict {
@@ -493,11 +518,11 @@ func (b *binder) bindAggregate(node sql.Node, e sql.Expression) (sql.Expression,
 	if err != nil || inst == nil {
 		return e, transform.SameTree, err
 	}
-	own, unitArgs, rowArgs, noRow, err := b.bindUnit(fn, node, inst, direct, args)
+	own, unitArgs, rowArgs, kt, noRow, err := b.bindUnit(fn, node, inst, direct, args)
 	if err != nil {
 		return nil, transform.SameTree, err
 	}
-	a := &ledgerAggregate{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, row: rowArgs, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l,
+	a := &ledgerAggregate{fn: fn, args: append([]sql.Expression{}, own...), units: unitArgs, row: rowArgs, keyTypes: kt, table: inst.budget.TableRef, strict: !b.dba, ledger: b.l,
 		call: e.(Aggregate)}
 	if ide, ok := e.(sql.IdExpression); ok {
 		a.id = ide.Id()

@@ -25,8 +25,8 @@ import (
 //	...                                                                                          // nothing derived from bits leaves yet
 //	err = c.Commit(ctx)                                                                          // a *engine.BudgetError: return nothing
 //
-// with units from engine.UnitKey(values of b.UnitColumns...) and, where the unit columns do not include
-// the primary key, rowKeys from engine.UnitKey(values of the primary key...).
+// with units from engine.UnitKey(types of b.UnitColumns, their values...) and, where the unit columns do
+// not include the primary key, rowKeys from engine.UnitKey(the primary key's types, its values...).
 type Collector struct {
 	ledger *engine.Ledger
 	by     string

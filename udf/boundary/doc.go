@@ -9,8 +9,8 @@
 // Every LDP_ENCODE, LDP_ENCODE_JSON, FLIP_LABEL and LDP_LAPLACE whose released argument reads a
 // protected table, and every row that PRIVATE_ACCURACY or RR_FREQUENCY aggregates from one, in any
 // statement (a SELECT, a view, a derived table or CTE, INSERT … SELECT, CREATE TABLE … AS SELECT), is
-// bound by [BindRule] to the unit of the row it reads (the table's unit columns; a DBA may name the
-// unit_key) and charged by the gate that [GateRule] puts at the top of the statement: the statement
+// bound by [BindRule] to the unit of the row it reads (the table's unit columns, keyed by
+// engine.UnitKey as their collation compares them; a DBA may name the unit_key) and charged by the gate that [GateRule] puts at the top of the statement: the statement
 // runs to its end with its output held back, all its releases are charged in one ledger transaction,
 // and only then are rows returned or written. A statement that would take any unit past its budget
 // fails and returns and writes nothing; one that writes its releases into a table commits them with

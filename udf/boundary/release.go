@@ -14,14 +14,15 @@ import (
 // LDP_LAPLACE on a protected table, with the row's unit key as hidden arguments. It is evaluated in batches (BatchRule)
 // inside a ledgerGate, which charges what it releases.
 type ledgerRelease struct {
-	fn     string           // upper-case function name
-	args   []sql.Expression // the function's arguments (no unit key); args[0] is the protected value
-	units  []sql.Expression // the unit key
-	row    []sql.Expression // the row's primary key, where the unit key does not identify the row (memoisation)
-	table  engine.TableRef
-	strict bool // analyst: invalid values are released as the default input, never quoted in an error
-	ledger *engine.Ledger
-	key    bindKey // what is released, for memoisation
+	fn       string           // upper-case function name
+	args     []sql.Expression // the function's arguments (no unit key); args[0] is the protected value
+	units    []sql.Expression // the unit key
+	row      []sql.Expression // the row's primary key, where the unit key does not identify the row (memoisation)
+	keyTypes keyTypes         // the types units and row are keyed by
+	table    engine.TableRef
+	strict   bool // analyst: invalid values are released as the default input, never quoted in an error
+	ledger   *engine.Ledger
+	key      bindKey // what is released, for memoisation
 
 	call Release // the function, which parses its parameters and encodes its releases
 }
@@ -111,13 +112,13 @@ func (r *ledgerRelease) EvalBatch(ctx *sql.Context, rows [][]any) ([]any, error)
 	}
 	na, nu := len(r.args), len(r.units)
 	for i, a := range rows {
-		u, err := engine.UnitKey(a[na : na+nu]...)
+		u, err := engine.UnitKey(r.keyTypes.unit, a[na:na+nu]...)
 		if err != nil {
 			return nil, fmt.Errorf("%s on protected table %s: %w (a NULL unit_key names no unit)", r.fn, r.table, err)
 		}
 		units[i], own[i] = u, a[:na]
 		if what.Rows != nil {
-			if what.Rows[i], err = engine.UnitKey(a[na+nu:]...); err != nil {
+			if what.Rows[i], err = engine.UnitKey(r.keyTypes.row, a[na+nu:]...); err != nil {
 				return nil, fmt.Errorf("%s on protected table %s: the row's primary key: %w", r.fn, r.table, err)
 			}
 		}
