@@ -101,16 +101,33 @@ func (p *procedures) chargeExternal(ctx *sql.Context, table, batch string, epsX,
 	if len(units) > maxExternalReleases {
 		return nil, fmt.Errorf("%s: %d releases in one call; charge at most %d at once", fn, len(units), maxExternalReleases)
 	}
-	var order []string
-	count := map[string]int{}
+	unitTypes, err := unitColumnTypes(ctx, t, b.UnitColumns)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", fn, err)
+	}
+	// Keys are folded as the unit columns' collation compares them (engine.FoldUnitKey), so a job that
+	// sends 'ALICE' charges the unit SQL's releases of 'alice' charge; the answer names each key as sent.
+	var order, sent []string
+	count, sentCount := map[string]int{}, map[string]int{}
+	folded := map[string]string{}
 	for i, u := range units {
 		if u == "" {
 			return nil, fmt.Errorf("%s: unit %d of the array is empty, which names no unit", fn, i+1)
 		}
-		if count[u] == 0 {
-			order = append(order, u)
+		if _, ok := folded[u]; !ok {
+			f, err := engine.FoldUnitKey(unitTypes, u)
+			if err != nil {
+				return nil, fmt.Errorf("%s: unit %d of the array (%.40q): %w", fn, i+1, u, err)
+			}
+			folded[u] = f
+			sent = append(sent, u)
 		}
-		count[u]++
+		f := folded[u]
+		if count[f] == 0 {
+			order = append(order, f)
+		}
+		count[f]++
+		sentCount[u]++
 	}
 
 	externalChargeMu.Lock()
@@ -199,10 +216,12 @@ func (p *procedures) chargeExternal(ctx *sql.Context, table, batch string, epsX,
 	default:
 		return nil, fmt.Errorf("%s: %w (nothing of this call was charged)", fn, err)
 	}
-	rows := make([]sql.Row, len(order))
+	rows := make([]sql.Row, len(sent))
+	for i, u := range sent {
+		rows[i] = sql.Row{u, int64(sentCount[u]), status[folded[u]]}
+	}
 	n := map[string]int{}
-	for i, u := range order {
-		rows[i] = sql.Row{u, int64(count[u]), status[u]}
+	for _, u := range order {
 		n[status[u]]++
 	}
 	p.log("%s: %s batch %q by %s: %d units charged, %d already charged, %d refused", fn, b.TableRef, batch, user(ctx),
@@ -214,4 +233,18 @@ func (p *procedures) chargeExternal(ctx *sql.Context, table, batch string, epsX,
 func recordOf(releases int, epsX, epsY float64) []byte {
 	raw, _ := json.Marshal(externalRecord{Releases: releases, EpsX: epsX, EpsY: epsY})
 	return raw
+}
+
+// unitColumnTypes are the types of t's unit columns, in the budget's order, for engine.FoldUnitKey.
+func unitColumnTypes(ctx *sql.Context, t sql.Table, cols []string) ([]sql.Type, error) {
+	schema := t.Schema(ctx)
+	out := make([]sql.Type, len(cols))
+	for i, c := range cols {
+		at := schema.IndexOfColName(c)
+		if at < 0 {
+			return nil, fmt.Errorf("unit column %s is not a column of %s", c, t.Name())
+		}
+		out[i] = schema[at].Type
+	}
+	return out, nil
 }

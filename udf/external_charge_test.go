@@ -98,3 +98,35 @@ func TestChargeExternal(t *testing.T) {
 		})
 	}
 }
+
+// Keys sent by an ETL job fold as the unit column's collation compares them: 'ALICE' and 'Álice' are
+// the unit SQL's releases of 'alice' charge (one budget), each answered under the key as sent; a binary
+// unit column keeps them apart.
+func TestChargeExternalFoldsUnitKeys(t *testing.T) {
+	l := newLedgerEngine(t, "")
+	l.q("CREATE TABLE visits (vid INT PRIMARY KEY, person VARCHAR(40), y INT)")
+	l.q("CREATE TABLE visits_bin (vid INT PRIMARY KEY, person VARCHAR(40) COLLATE utf8mb4_0900_bin, y INT)")
+	for _, tbl := range []string{"visits", "visits_bin"} {
+		l.q("INSERT INTO " + tbl + " VALUES (1, 'alice', 0), (2, 'ALICE', 1)")
+		l.q("CALL ldp_set_budget('" + tbl + "', 2, 'charge', 'person')")
+	}
+	l.q("SELECT FLIP_LABEL(y, 1, 2) FROM visits WHERE vid = 1") // alice spends 1 of 2 in SQL
+	got := l.externalStatus("visits", "job/b0", 0.5, 0, `["ALICE", "Álice", "bob"]`)
+	want := map[string]string{"ALICE": "1 charged", "Álice": "1 charged", "bob": "1 charged"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("insensitive unit column: %v, want %v", got, want)
+	}
+	if s := l.spent("visits"); s["alice"] != 2 || s["bob"] != 0.5 || len(s) != 2 {
+		t.Fatalf("spent %v, want alice 2 (1 in SQL, 2 × 0.5 sent as ALICE and Álice) and bob 0.5", s)
+	}
+	if got := l.externalStatus("visits", "job/b1", 0.5, 0, `["aLiCe"]`); got["aLiCe"] != "1 refused" {
+		t.Fatalf("a fourth spelling of the exhausted unit: %v", got)
+	}
+	got = l.externalStatus("visits_bin", "job/b0", 1, 0, `["alice", "ALICE", "alice"]`)
+	if got["alice"] != "2 charged" || got["ALICE"] != "1 charged" {
+		t.Fatalf("binary unit column: %v", got)
+	}
+	if s := l.spent("visits_bin"); s["alice"] != 2 || s["ALICE"] != 1 {
+		t.Fatalf("binary unit column: spent %v", s)
+	}
+}
