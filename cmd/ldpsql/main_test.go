@@ -74,6 +74,16 @@ func TestSQLCommand(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "argument y = 7") {
 		t.Fatalf("bad input: exit %d, stderr %s", code, errOut)
 	}
+	// A bare path is refused, not ignored for ./ldpsql.duckdb (and the -e after it run as a shell).
+	wd := t.TempDir()
+	t.Chdir(wd)
+	code, _, errOut = runCLI(t, "", "sql", db, "-e", "SELECT 1")
+	if code == 0 || !strings.Contains(errOut, "unexpected argument") || !strings.Contains(errOut, "--db FILE") {
+		t.Fatalf("bare path: exit %d, stderr %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(wd, "ldpsql.duckdb")); err == nil {
+		t.Fatal("a bare path opened ./ldpsql.duckdb")
+	}
 }
 
 func TestCommandLine(t *testing.T) {

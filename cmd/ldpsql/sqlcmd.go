@@ -20,6 +20,10 @@ func sqlCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		// A bare path here would otherwise be ignored and ./ldpsql.duckdb opened (or created) instead.
+		return fmt.Errorf("sql: unexpected argument %q: name the database with --db FILE or a server with --addr HOST:PORT, before -e", fs.Arg(0))
+	}
 	ctx := context.Background()
 	s, err := tgt.open(ctx)
 	if err != nil {
