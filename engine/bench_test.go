@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dolthub/go-mysql-server/sql"
+	"github.com/dolthub/go-mysql-server/sql/types"
 )
 
 // BenchmarkInsert measures INSERT throughput into a DuckDB-file-backed table through GMS:
@@ -119,7 +122,7 @@ func BenchmarkLedgerStatements(b *testing.B) {
 	call := func(lo int) []Charge {
 		out := make([]Charge, perCall)
 		for i := range out {
-			unit, _ := UnitKey(int64(lo + i))
+			unit, _ := UnitKey([]sql.Type{types.Int64}, int64(lo+i))
 			out[i] = Charge{Table: tbl, Unit: unit, Eps: 0.5, Function: "FLIP_LABEL", Mechanism: "k-rr", Randomiser: "k-rr",
 				Digest: ReleaseDigest("col(y)", "", "k-rr", "k-rr", 0.5, 10), Release: release}
 		}

@@ -644,7 +644,7 @@ func BenchmarkLedgerGrowth(b *testing.B) {
 		if r == rounds { // the last round may be partial
 			u %= *ledgerReleases - (rounds-1)*units
 		}
-		unit, _ := UnitKey(int64(u))
+		unit, _ := UnitKey([]sql.Type{types.Int64}, int64(u))
 		spread[i] = MemoKey{unit, ReleaseDigest(fmt.Sprint(r), "", "pca", "laplace", 1, 0)}
 	}
 	misses := keys(charges(4096))
