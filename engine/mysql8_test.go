@@ -58,6 +58,10 @@ func TestDefaultCollationIsMySQL8s(t *testing.T) {
 			{"SELECT name FROM p ORDER BY name", "[[alice] [Bob] [émile]]"},
 			{"SELECT count(*) FROM p JOIN g2 ON p.name = g2.name", "[[2]]"},
 			{"SELECT n FROM b WHERE name = 'ALICE'", "[]"},
+			// An explicit COLLATE on a binary column, also after the reopen (it failed there: "not valid
+			// for CHARACTER SET").
+			{"SELECT n FROM b WHERE name COLLATE utf8mb4_0900_bin = 'alice'", "[[1]]"},
+			{"SELECT count(*) FROM b2 WHERE name COLLATE utf8mb4_0900_ai_ci = 'ALICE'", "[[2]]"},
 			{"SELECT count(DISTINCT name) FROM b2", "[[2]]"},
 			{"SELECT @@collation_connection, @@collation_database, @@collation_server", "[[utf8mb4_0900_ai_ci utf8mb4_0900_ai_ci utf8mb4_0900_ai_ci]]"},
 			{"SELECT column_name, collation_name FROM information_schema.columns WHERE table_name IN ('p', 'b') AND column_name = 'name' ORDER BY table_name",

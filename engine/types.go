@@ -92,9 +92,20 @@ func duckTypeFor(t sql.Type) (string, error) {
 	return "", fmt.Errorf("column type %s is not supported by ldpsql's DuckDB storage (supported: integers, FLOAT, DOUBLE, DECIMAL, CHAR/VARCHAR/TEXT, BINARY/VARBINARY/BLOB, JSON, BOOLEAN, DATE, DATETIME, TIMESTAMP, YEAR)", t.String())
 }
 
-// parseColumnType turns a recorded MySQL type string back into a GMS type.
+// parseColumnType turns a recorded MySQL type string back into a GMS type. A string type recorded
+// without a COLLATE clause (every string column of a file made before utf8mb4_0900_ai_ci became the
+// default, and binary columns since) parses with an unspecified collation, which GMS then takes for a
+// character set of its own: `col COLLATE utf8mb4_0900_bin` failed after a restart ("not valid for
+// CHARACTER SET"). It is utf8mb4_0900_bin, GMS's default, which the recorded string left out.
 func parseColumnType(s string) (sql.Type, error) {
-	return planbuilder.ParseColumnTypeString(s)
+	t, err := planbuilder.ParseColumnTypeString(s)
+	if err != nil {
+		return nil, err
+	}
+	if ct, ok := t.(sql.TypeWithCollation); ok && types.IsText(t) && ct.Collation() == sql.Collation_Unspecified {
+		return ct.WithNewCollation(sql.Collation_utf8mb4_0900_bin)
+	}
+	return t, nil
 }
 
 // toDuck converts a GMS row value of type t into the Go value DuckDB's appender and parameters expect.
