@@ -39,16 +39,10 @@ func (p *procedures) ledgerDetails() []sql.ExternalStoredProcedureDetails {
 // columns left out keep their earlier values (memoise and the primary key at first).
 func (p *procedures) setBudget(ctx *sql.Context, table string, eps float64, mode, unitColumns string) (sql.RowIter, error) {
 	const fn = "ldp_set_budget"
-	dbName, name := splitTable(ctx, table)
-	d, err := p.e.Provider.Database(ctx, dbName)
+	t, ref, err := p.resolveTable(ctx, fn, table)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
-	t, err := p.table(ctx, dbName, name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	ref := engine.TableRef{Database: d.Name(), Table: t.Name()}
 	if strings.EqualFold(ref.Database, engine.CatalogSchema) {
 		return nil, fmt.Errorf("%s: %s is a catalog table", fn, ref)
 	}

@@ -73,18 +73,13 @@ func (p *procedures) chargeExternal(ctx *sql.Context, table, batch string, epsX,
 	if !boundary.IsDBA(ctx, p.e.GMS.Analyzer) {
 		return nil, fmt.Errorf("%s: access denied: only a DBA may charge releases made outside the server", fn)
 	}
-	dbName, name := splitTable(ctx, table)
-	d, err := p.e.Provider.Database(ctx, dbName)
+	t, ref, err := p.resolveTable(ctx, fn, table)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
-	t, err := p.table(ctx, dbName, name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	b, ok := p.e.Ledger.Budget(engine.TableRef{Database: d.Name(), Table: t.Name()})
+	b, ok := p.e.Ledger.Budget(ref)
 	if !ok {
-		return nil, fmt.Errorf("%s: table %s.%s has no privacy budget: there is nothing to charge", fn, d.Name(), t.Name())
+		return nil, fmt.Errorf("%s: table %s has no privacy budget: there is nothing to charge", fn, ref)
 	}
 	switch {
 	case strings.TrimSpace(batch) == "" || len(batch) > 512:

@@ -643,6 +643,21 @@ func (p *procedures) exec(ctx *sql.Context, q string) error {
 	return err
 }
 
+// resolveTable finds table (name or db.name) for procedure fn and names it as the catalog spells it,
+// so that the ledger and the catalog key it one way whatever case the caller wrote.
+func (p *procedures) resolveTable(ctx *sql.Context, fn, table string) (sql.Table, engine.TableRef, error) {
+	dbName, name := splitTable(ctx, table)
+	d, err := p.e.Provider.Database(ctx, dbName)
+	if err != nil {
+		return nil, engine.TableRef{}, fmt.Errorf("%s: %w", fn, err)
+	}
+	t, err := p.table(ctx, dbName, name)
+	if err != nil {
+		return nil, engine.TableRef{}, fmt.Errorf("%s: %w", fn, err)
+	}
+	return t, engine.TableRef{Database: d.Name(), Table: t.Name()}, nil
+}
+
 func (p *procedures) table(ctx *sql.Context, db, name string) (sql.Table, error) {
 	d, err := p.e.Provider.Database(ctx, db)
 	if err != nil {

@@ -69,16 +69,10 @@ func (p *procedures) defaultDetails() []sql.ExternalStoredProcedureDetails {
 // output set (the check LDP_ENCODE makes).
 func (p *procedures) setDefault(ctx *sql.Context, table, column, mechanism, randomiser string) (sql.RowIter, error) {
 	const fn = "ldp_set_default_mechanism"
-	dbName, name := splitTable(ctx, table)
-	d, err := p.e.Provider.Database(ctx, dbName)
+	t, ref, err := p.resolveTable(ctx, fn, table)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
+		return nil, err
 	}
-	t, err := p.table(ctx, dbName, name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", fn, err)
-	}
-	ref := engine.TableRef{Database: d.Name(), Table: t.Name()}
 	if strings.EqualFold(ref.Database, engine.CatalogSchema) {
 		return nil, fmt.Errorf("%s: %s is a catalog table", fn, ref)
 	}
