@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/ldpsql/ldpsql/engine"
 )
@@ -184,5 +185,67 @@ func TestDistinctFollowsCollation(t *testing.T) {
 	got := must("SELECT name FROM ci UNION SELECT name FROM ci ORDER BY 1 LIMIT 2 OFFSET 1")
 	if !regexp.MustCompile(`^\[\[[xXẌ]\] \[[yÝ]\]\]$`).MatchString(got) {
 		t.Errorf("UNION … ORDER BY 1 LIMIT 2 OFFSET 1 = %s; want x then y in one of their spellings", got)
+	}
+}
+
+// GMS's utf8mb4_0900_ai_ci weighs every printable ASCII character as its lower case: two such strings it
+// equates are equal after lower(), which is what lets a lookup by an insensitive key use the key's DuckDB
+// index on lower(strip_accents(…)) for such a value (index.go, collatedPoint). Control characters all
+// weigh the same, which lower() does not see: they are left out of it.
+func TestASCIIWeighsAsLower(t *testing.T) {
+	weight := func(r rune) string {
+		var b strings.Builder
+		if err := engine.DefaultCollation.WriteWeightString(&b, string(r)); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	byWeight := map[string]rune{}
+	for r := ' '; r <= '~'; r++ {
+		w := weight(r)
+		if other, seen := byWeight[w]; seen && unicode.ToLower(other) != unicode.ToLower(r) {
+			t.Errorf("%q and %q weigh the same, and differ after lower()", other, r)
+		}
+		byWeight[w] = r
+	}
+	if len(byWeight) != 95-26 {
+		t.Errorf("%d distinct weights among printable ASCII's 95 characters; want 69 (upper and lower case letters share theirs)", len(byWeight))
+	}
+	if weight('\x01') != weight('\x02') {
+		t.Errorf("control characters weigh differently: they could be in the index's reach")
+	}
+}
+
+// A lookup by an insensitive primary key finds exactly the rows GMS's collation equates with the value:
+// the same as a scan of an unkeyed copy, for ASCII values (answered from the key's DuckDB index), for
+// non-ASCII values (a scan) and for rows only GMS equates (full-width 'ａ' is 'a'), also in a composite key,
+// an IN list, a join and an UPDATE.
+func TestCollatedKeyLookupIsExact(t *testing.T) {
+	_, must := memorySQL(t)
+	rows := "('alice', 1, 1), ('ａlice', 1, 2), ('Bob', 2, 3), ('émile', 1, 4), ('ss', 1, 5), ('ß', 1, 6), ('x y', 2, 7), ('X Y ', 2, 8), ('ǅ', 1, 9)"
+	must("CREATE TABLE k (name VARCHAR(20) PRIMARY KEY, g INT, n INT)")
+	must("CREATE TABLE k2 (name VARCHAR(20), g INT, n INT, PRIMARY KEY (g, name))")
+	must("CREATE TABLE scan (name VARCHAR(20), g INT, n INT)")
+	for _, tbl := range []string{"k", "k2", "scan"} {
+		must("INSERT INTO " + tbl + " VALUES " + rows)
+	}
+	for _, where := range []string{
+		"name = 'ALICE'", "name = 'Alice'", "name = 'ＡＬＩＣＥ'", "name = 'Emile'", "name = 'SS'", "name = 'x y'", "name = 'X Y '",
+		"name = 'ǆ'", "name = 'dž'", "name = 'a\x03'", "name = 'a\x01'", "name IN ('alice', 'bob', 'nobody')", "name > 'b'", "name = 'nobody'",
+		"g = 1 AND name = 'ALICE'", "g = 2 AND name = 'BOB'", "g IN (1, 2) AND name IN ('ALICE', 'x Y')",
+	} {
+		want := must("SELECT n FROM scan WHERE " + where + " ORDER BY n")
+		for _, tbl := range []string{"k", "k2"} {
+			if got := must("SELECT n FROM " + tbl + " WHERE " + where + " ORDER BY n"); got != want {
+				t.Errorf("%s WHERE %s: %s; a scan finds %s", tbl, where, got, want)
+			}
+		}
+	}
+	if got, want := must("SELECT s.n, k.n FROM scan s JOIN k ON k.name = s.name ORDER BY 1, 2"), must("SELECT s.n, k.n FROM scan s JOIN scan k ON k.name = s.name ORDER BY 1, 2"); got != want {
+		t.Errorf("join on the key: %s; on a scan %s", got, want)
+	}
+	must("UPDATE k SET n = n + 100 WHERE name = 'ALICE'")
+	if got := must("SELECT n FROM k WHERE n > 100 ORDER BY n"); got != "[[101] [102]]" {
+		t.Errorf("UPDATE … WHERE name = 'ALICE' changed %s; want [[101] [102]]", got)
 	}
 }
