@@ -43,18 +43,17 @@ func (k *collationKey) WithChildren(_ *sql.Context, children ...sql.Expression) 
 
 func (k *collationKey) Eval(ctx *sql.Context, row sql.Row) (any, error) {
 	v, err := k.Child.Eval(ctx, row)
-	if err != nil || v == nil {
-		return nil, err
-	}
-	w, err := weightString(ctx, k.collation, v)
 	if err != nil {
 		return nil, err
 	}
-	return hex.EncodeToString(w), nil
+	return keyOf(ctx, k.collation, v)
 }
 
-// weightString is v's weight string under collation c.
-func weightString(ctx *sql.Context, c sql.CollationID, v any) ([]byte, error) {
+// keyOf is v's weight string under collation c, hex-encoded; NULL for NULL.
+func keyOf(ctx *sql.Context, c sql.CollationID, v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
 	s, _, err := types.ConvertToCollatedString(ctx, v, types.LongText)
 	if err != nil {
 		return nil, err
@@ -63,7 +62,7 @@ func weightString(ctx *sql.Context, c sql.CollationID, v any) ([]byte, error) {
 	if err := c.WriteWeightString(&b, s); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return hex.EncodeToString(b.Bytes()), nil
 }
 
 // collatedDistinct is GMS's DistinctExpression under its child's collation: its child's value the first
@@ -98,17 +97,17 @@ func (d *collatedDistinct) Eval(ctx *sql.Context, row sql.Row) (any, error) {
 	if err != nil || v == nil {
 		return nil, err
 	}
-	w, err := weightString(ctx, d.collation, v)
+	key, err := keyOf(ctx, d.collation, v)
 	if err != nil {
 		return nil, err
 	}
 	if d.seen == nil {
 		d.seen = make(map[string]struct{})
 	}
-	if _, ok := d.seen[string(w)]; ok {
+	if _, ok := d.seen[key.(string)]; ok {
 		return nil, nil
 	}
-	d.seen[string(w)] = struct{}{}
+	d.seen[key.(string)] = struct{}{}
 	return v, nil
 }
 
@@ -228,13 +227,8 @@ func (k *columnKey) Eval(ctx *sql.Context, row sql.Row) (any, error) {
 	if i < 0 {
 		return nil, fmt.Errorf("collated DISTINCT: a row of %d columns, fewer than its %d", len(row), k.width)
 	}
-	v := row[i]
-	if v == nil || !k.collated {
-		return v, nil
+	if !k.collated {
+		return row[i], nil
 	}
-	w, err := weightString(ctx, k.collation, v)
-	if err != nil {
-		return nil, err
-	}
-	return hex.EncodeToString(w), nil
+	return keyOf(ctx, k.collation, row[i])
 }

@@ -18,8 +18,9 @@ import (
 // DefaultCollation, utf8mb4_0900_ai_ci (case- and accent-insensitive), is what a new database, table and
 // string column get unless they name another, and what collation_server, collation_database and
 // collation_connection start at. GMS compares, groups, sorts and hashes strings by their column's
-// collation; what runs inside DuckDB agrees with it (index.go: a lookup on an insensitive key column is
-// not pushed down, and the key's uniqueness is an index on lower(strip_accents(…)), uniqueIndexFor).
+// collation; what runs inside DuckDB agrees with it (the key's uniqueness is an index on
+// lower(strip_accents(…)), uniqueIndexFor, and a lookup on an insensitive key column narrows the rows by
+// it and keeps those GMS's comparison takes: index.go, collatedPoint and collatedLookup).
 // A column declared COLLATE utf8mb4_bin or utf8mb4_0900_bin keeps binary semantics. A column keeps the
 // collation it was created with: columns recorded without a COLLATE clause (files written before this
 // default, whose recorded types are plain "varchar(10)") are GMS's utf8mb4_0900_bin, as they were.
