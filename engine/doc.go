@@ -18,7 +18,9 @@
 // transaction backs.
 //
 // mysql8.go sets MySQL 8's defaults where GMS's differ: the collation utf8mb4_0900_ai_ci (and how
-// DuckDB's byte-wise keys are made to agree with it) and ERROR_FOR_DIVISION_BY_ZERO in sql_mode.
+// DuckDB's byte-wise keys are made to agree with it) and ERROR_FOR_DIVISION_BY_ZERO in sql_mode;
+// collated.go makes DISTINCT, UNION and DISTINCT aggregates, which GMS hashes by bytes, follow the
+// collation.
 //
 // store.go keeps the server going through a full disk: DuckDB invalidates the database when a checkpoint
 // cannot write, and the engine then reopens the file in a new DuckDB instance, with no statement running.

@@ -18,8 +18,9 @@ import (
 // DefaultCollation, utf8mb4_0900_ai_ci (case- and accent-insensitive), is what a new database, table and
 // string column get unless they name another, and what collation_server, collation_database and
 // collation_connection start at. GMS compares, groups, sorts and hashes strings by their column's
-// collation; what runs inside DuckDB agrees with it (index.go: a lookup on an insensitive key column is
-// not pushed down, and the key's uniqueness is an index on lower(strip_accents(…)), uniqueIndexFor).
+// collation; what runs inside DuckDB agrees with it (the key's uniqueness is an index on
+// lower(strip_accents(…)), uniqueIndexFor, and a lookup on an insensitive key column narrows the rows by
+// it and keeps those GMS's comparison takes: index.go, collatedPoint and collatedLookup).
 // A column declared COLLATE utf8mb4_bin or utf8mb4_0900_bin keeps binary semantics. A column keeps the
 // collation it was created with: columns recorded without a COLLATE clause (files written before this
 // default, whose recorded types are plain "varchar(10)") are GMS's utf8mb4_0900_bin, as they were.
@@ -147,38 +148,37 @@ func init() {
 // values under the literals' binary collation, so `name IN ('X', 'y')` missed 'x'; the plain IN compares
 // each element as = does, under the column's collation.
 //
-// It also makes a DISTINCT over insensitive strings a GROUP BY of all its columns: GMS's DISTINCT hashes
-// rows without their types, so 'x' and 'X' stayed two rows; GROUP BY hashes each value under its
-// collation and keeps the first row of a group, as MySQL's DISTINCT does.
+// It also makes a DISTINCT, a UNION DISTINCT and DISTINCT aggregates over insensitive strings
+// distinguish values by their collation's weights (collated.go): GMS hashes their values without their
+// types, so 'x' and 'X' stayed two.
 func collatedRule(ctx *sql.Context, _ *analyzer.Analyzer, n sql.Node, _ *plan.Scope, _ analyzer.RuleSelector, _ *sql.QueryFlags) (sql.Node, transform.TreeIdentity, error) {
 	n, same, err := transform.Node(ctx, n, func(ctx *sql.Context, n sql.Node) (sql.Node, transform.TreeIdentity, error) {
+		if u := collatedUnion(ctx, n); u != nil {
+			return u, transform.NewTree, nil
+		}
 		d, ok := n.(*plan.Distinct)
-		if !ok {
+		if !ok || len(d.DistinctOn()) > 0 {
 			return n, transform.SameTree, nil
 		}
-		schema := d.Child.Schema(ctx)
-		insensitive := false
-		cols := make([]sql.Expression, len(schema))
-		for i, c := range schema {
-			insensitive = insensitive || isInsensitiveString(c.Type)
-			cols[i] = expression.NewGetFieldWithTable(i, 0, c.Type, c.DatabaseSource, c.Source, c.Name, c.Nullable)
+		if cd := collatedDistinctNode(ctx, d.Child); cd != nil {
+			return cd, transform.NewTree, nil
 		}
-		if !insensitive {
-			return n, transform.SameTree, nil
-		}
-		return plan.NewGroupBy(cols, cols, d.Child), transform.NewTree, nil
+		return n, transform.SameTree, nil
 	})
 	if err != nil {
 		return nil, transform.SameTree, err
 	}
-	n, sameIn, err := transform.NodeExprs(ctx, n, func(ctx *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+	n, sameExprs, err := transform.NodeExprs(ctx, n, func(ctx *sql.Context, e sql.Expression) (sql.Expression, transform.TreeIdentity, error) {
+		if agg := collatedAggregate(ctx, e); agg != nil {
+			return agg, transform.NewTree, nil
+		}
 		h, ok := e.(*expression.HashInTuple)
 		if !ok || !isInsensitiveString(h.Left().Type(ctx)) {
 			return e, transform.SameTree, nil
 		}
 		return expression.NewInTuple(h.Left(), h.Right()), transform.NewTree, nil
 	})
-	return n, same && sameIn, err
+	return n, same && sameExprs, err
 }
 
 // MemoSQLMode is sql_mode as a release's memo tag records it (package udf/boundary): without

@@ -106,8 +106,15 @@ func (t *Table) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter
 		return nil, errStaging(t.def.name)
 	}
 	schema := t.Schema(ctx)
-	cols := make([]string, len(schema))
-	for i, c := range schema {
+	lp, isLookup := part.(lookupPartition)
+	// A lookup by a collated key reads the key too, to keep the rows GMS's comparison puts in its ranges
+	// (collatedLookup).
+	read := schema
+	if isLookup && t.hasCollatedKey() {
+		read = append(schema.Copy(), t.keyColumns()...)
+	}
+	cols := make([]string, len(read))
+	for i, c := range read {
 		cols[i] = quoteIdent(c.Name)
 	}
 	selectList := strings.Join(cols, ", ")
@@ -115,7 +122,6 @@ func (t *Table) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter
 		selectList = "1" // spool rows, no columns (e.g. COUNT(*))
 	}
 	query := "SELECT " + selectList + " FROM " + t.qualified()
-	lp, isLookup := part.(lookupPartition)
 	if !isLookup && t.def.lastScan.Load() >= rangeScanFrom && !t.hasRowidColumn() {
 		it, err := newRangeScan(ctx, t, query, schema)
 		if err != nil {
@@ -125,13 +131,18 @@ func (t *Table) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter
 	}
 	var args []any
 	if isLookup {
-		where, whereArgs, err := t.rangePredicate(ctx, lp.lookup)
+		where, whereArgs, extra, extraArgs, err := t.rangePredicate(ctx, lp.lookup)
 		if err != nil {
 			return nil, err
 		}
 		if where != "" {
+			plain := query
 			query += " WHERE " + where
 			args = whereArgs
+			if extra != "" {
+				query += " UNION ALL " + plain + " WHERE " + extra
+				args = append(append([]any(nil), args...), extraArgs...)
+			}
 		}
 	}
 	q, _, err := t.querier(ctx)
@@ -142,9 +153,12 @@ func (t *Table) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter
 	if err != nil {
 		return nil, fmt.Errorf("scanning table %q: %w", t.def.name, err)
 	}
-	it := newRowIter(rows, schema)
+	it := newRowIter(rows, read)
 	if !isLookup {
 		it.fullScanOf = t.def
+	}
+	if len(read) > len(schema) {
+		return &collatedLookup{rows: it, lookup: lp.lookup, keys: t.keyColumns(), width: len(schema)}, nil
 	}
 	return it, nil
 }
