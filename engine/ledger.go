@@ -40,16 +40,18 @@ import (
 // every release draws fresh noise and is charged.
 //
 // The ledger lives in three catalog tables, readable by a DBA only: ldp_budget (one row per protected
-// table), ldp_budget_units (the ε each unit has spent) and ldp_releases (every release: what, when, by
-// whom, at which ε, with the bytes that memoisation returns).
+// table), ldp_budget_units (the ε each unit has spent, as of the last fold of the releases into it:
+// ledger_fold.go; reads add the releases since) and ldp_releases (every release: what, when, by whom, at
+// which ε, with the bytes that memoisation returns).
 //
 // Charging is atomic and committed in groups: one engine process owns the DuckDB file, and the Charge
 // calls that arrive while a transaction of charges commits wait in a queue, to be checked and written
 // together in the next one (group commit: one commit, one WAL flush, for all of them). The checks run
-// in the order the calls arrived, each against what its units have spent (kept in memory, read from
-// ldp_budget_units once per table) plus what the calls before it in the same transaction charge them,
+// in the order the calls arrived, each against what its units have spent (kept in memory, read once per
+// table) plus what the calls before it in the same transaction charge them,
 // so concurrent statements can never over-spend a unit; a call that would take a unit over its budget
-// is refused alone and writes nothing. The writes are in bulk (appenders, one UPDATE). A call returns
+// is refused alone and writes nothing. The transaction only appends the releases (an appender); the
+// fold counts them into ldp_budget_units later. A call returns
 // only once the transaction holding its charges has committed, or failed, and then every call in it
 // fails and nothing of theirs may be released.
 //
@@ -203,8 +205,8 @@ type Ledger struct {
 	nextID int64
 	closed bool
 	// spent is what each unit of each table charged so far has spent (by TableRef.key(), then unit),
-	// as committed to ldp_budget_units. It changes only under mu and spentMu both (once a transaction
-	// committed, or when read from ldp_budget_units), so the commit path reads it under mu alone, and
+	// as committed. It changes only under mu and spentMu both (once a transaction
+	// committed, or when read), so the commit path reads it under mu alone, and
 	// Check under spentMu alone, without waiting for a transaction in flight.
 	spent   map[string]map[string]float64
 	spentMu sync.RWMutex
@@ -728,7 +730,7 @@ func (l *Ledger) spentOf(t TableRef) (map[string]float64, error) {
 	return m, nil
 }
 
-// errSpentNotRead is committedSpent's: the table's units have not been read from ldp_budget_units yet.
+// errSpentNotRead is committedSpent's: the table's units have not been read yet.
 var errSpentNotRead = errors.New("not read yet")
 
 // committedSpent is spentOf for a caller that holds spentMu (read) and not mu: what the units of t
@@ -740,8 +742,7 @@ func (l *Ledger) committedSpent(t TableRef) (map[string]float64, error) {
 	return nil, errSpentNotRead
 }
 
-// forgetSpent drops what the ledger knows of the units' spending, to be read again from
-// ldp_budget_units. mu is held.
+// forgetSpent drops what the ledger knows of the units' spending, to be read again. mu is held.
 func (l *Ledger) forgetSpent() {
 	l.spentMu.Lock()
 	l.spent = map[string]map[string]float64{}
