@@ -152,8 +152,8 @@ func BenchmarkCollatedKeyLookup(b *testing.B) {
 }
 
 // BenchmarkLedgerStatements charges as bench load's charged statements do: 16 goroutines at once, each
-// call 10 releases of 10 neighbouring units of 10,000, already charged once (so the units' rows exist
-// and are updated), in 'charge' mode. ns/op is per call; the transactions per call show the grouping.
+// call 10 releases of 10 neighbouring units of 10,000, already charged once, in 'charge' mode; the
+// background fold of the releases into ldp_budget_units (ledger_fold.go) runs during it. ns/op is per call; the transactions per call show the grouping.
 //
 //	go test -run '^$' -bench LedgerStatements -benchtime 2000x ./engine/
 func BenchmarkLedgerStatements(b *testing.B) {

@@ -152,7 +152,7 @@ func (e *Engine) ExportTable(ctx *sql.Context, x Export) (Exported, error) {
 	}
 	var meta []byte
 	if x.Metadata != nil {
-		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+t.qualified()).Scan(&out.Rows); err != nil {
+		if err := conn.QueryRowContext(ctx, "SELECT count(*) FROM "+t.source()).Scan(&out.Rows); err != nil {
 			return out, err
 		}
 		if meta, err = x.Metadata(out.Rows); err != nil {
@@ -166,7 +166,7 @@ func (e *Engine) ExportTable(ctx *sql.Context, x Export) (Exported, error) {
 			opts += ", KV_METADATA {" + quoteString(MetadataKey) + ": " + quoteString(string(meta)) + "}"
 		}
 	}
-	res, err := conn.ExecContext(ctx, "COPY (SELECT "+strings.Join(cols, ", ")+" FROM "+t.qualified()+") TO "+quoteString(tmp)+" ("+opts+")")
+	res, err := conn.ExecContext(ctx, "COPY (SELECT "+strings.Join(cols, ", ")+" FROM "+t.source()+") TO "+quoteString(tmp)+" ("+opts+")")
 	if err != nil {
 		if !own {
 			// A COPY that fails while running aborts DuckDB's transaction: the session learns it

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -39,16 +40,18 @@ import (
 // every release draws fresh noise and is charged.
 //
 // The ledger lives in three catalog tables, readable by a DBA only: ldp_budget (one row per protected
-// table), ldp_budget_units (the ε each unit has spent) and ldp_releases (every release: what, when, by
-// whom, at which ε, with the bytes that memoisation returns).
+// table), ldp_budget_units (the ε each unit has spent, as of the last fold of the releases into it:
+// ledger_fold.go; reads add the releases since) and ldp_releases (every release: what, when, by whom, at
+// which ε, with the bytes that memoisation returns).
 //
 // Charging is atomic and committed in groups: one engine process owns the DuckDB file, and the Charge
 // calls that arrive while a transaction of charges commits wait in a queue, to be checked and written
 // together in the next one (group commit: one commit, one WAL flush, for all of them). The checks run
-// in the order the calls arrived, each against what its units have spent (kept in memory, read from
-// ldp_budget_units once per table) plus what the calls before it in the same transaction charge them,
+// in the order the calls arrived, each against what its units have spent (kept in memory, read once per
+// table) plus what the calls before it in the same transaction charge them,
 // so concurrent statements can never over-spend a unit; a call that would take a unit over its budget
-// is refused alone and writes nothing. The writes are in bulk (appenders, one UPDATE). A call returns
+// is refused alone and writes nothing. The transaction only appends the releases (an appender); the
+// fold counts them into ldp_budget_units later. A call returns
 // only once the transaction holding its charges has committed, or failed, and then every call in it
 // fails and nothing of theirs may be released.
 //
@@ -112,7 +115,14 @@ CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.ldp_releases (
 	released_by VARCHAR NOT NULL,
 	released_at TIMESTAMP NOT NULL,
 	memo_key BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS ` + CatalogSchema + `.budget_fold (folded_through BIGINT NOT NULL);
 `
+
+// A ledger from before the fold counted every release in ldp_budget_units as it committed: all of
+// them are folded.
+const initBudgetFold = `INSERT INTO ` + CatalogSchema + `.budget_fold
+SELECT m FROM (SELECT coalesce(max(id), 0) AS m FROM ` + CatalogSchema + `.ldp_releases)
+WHERE NOT EXISTS (SELECT 1 FROM ` + CatalogSchema + `.budget_fold)`
 
 // LedgerTables are the catalog tables of the ledger; SQL clients other than a DBA may not read them.
 var LedgerTables = []string{"ldp_budget", "ldp_budget_units", "ldp_releases"}
@@ -195,13 +205,20 @@ type Ledger struct {
 	nextID int64
 	closed bool
 	// spent is what each unit of each table charged so far has spent (by TableRef.key(), then unit),
-	// as committed to ldp_budget_units. It changes only under mu and spentMu both (once a transaction
-	// committed, or when read from ldp_budget_units), so the commit path reads it under mu alone, and
+	// as committed. It changes only under mu and spentMu both (once a transaction
+	// committed, or when read), so the commit path reads it under mu alone, and
 	// Check under spentMu alone, without waiting for a transaction in flight.
 	spent   map[string]map[string]float64
 	spentMu sync.RWMutex
 	// batches counts the transactions of charges committed.
 	batches int64
+	// folded is the id of the last release counted in ldp_budget_units (budget_fold.folded_through, as
+	// committed); the releases after it are counted on read (budgetUnitsSQL) until the next fold.
+	folded      atomic.Int64
+	folds       int64 // folds committed since the ledger opened
+	stopFold    chan struct{}
+	closeFold   sync.Once
+	foldStopped chan struct{}
 
 	queueMu    sync.Mutex
 	queue      []*chargeRequest // Charge calls waiting for the next transaction
@@ -213,13 +230,18 @@ type Ledger struct {
 }
 
 func newLedger(db *gosql.DB) (*Ledger, error) {
-	if _, err := db.Exec(createLedgerTables); err != nil {
+	interval, err := foldInterval()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(createLedgerTables + initBudgetFold); err != nil {
 		return nil, fmt.Errorf("creating the ledger tables: %w", err)
 	}
-	l := &Ledger{db: db}
+	l := &Ledger{db: db, stopFold: make(chan struct{}), foldStopped: make(chan struct{})}
 	if err := l.load(); err != nil {
 		return nil, err
 	}
+	go l.foldPeriodically(interval)
 	return l, nil
 }
 
@@ -269,6 +291,14 @@ func (l *Ledger) load() error {
 		return err
 	}
 	l.nextID = nextID
+	var folded int64
+	if err := db.QueryRow(`SELECT folded_through FROM ` + CatalogSchema + `.budget_fold`).Scan(&folded); err != nil {
+		return fmt.Errorf("reading the ledger's fold watermark: %w", err)
+	}
+	l.folded.Store(folded)
+	// Best effort: reads are exact without it (ledger_fold.go), and a full disk must not stop the
+	// ledger from opening.
+	_ = l.foldLocked()
 	l.forgetSpent() // under spentMu: Check reads the map without mu
 	l.cacheMu.Lock()
 	l.budgets, l.memo = budgets, memo
@@ -360,8 +390,7 @@ func (l *Ledger) SetBudget(ctx context.Context, b Budget) error {
 		if !strings.EqualFold(strings.Join(old.UnitColumns, "\x00"), strings.Join(b.UnitColumns, "\x00")) {
 			// Units are keyed by their columns' values: other columns would start every unit afresh.
 			var charged int64
-			if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM `+CatalogSchema+`.ldp_budget_units WHERE db = ? AND table_name = ?`,
-				old.Database, old.Table).Scan(&charged); err != nil {
+			if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM (`+budgetUnitsSQL(l.folded.Load(), tableWhere(old.TableRef))+`)`).Scan(&charged); err != nil {
 				return err
 			}
 			if charged > 0 {
@@ -447,8 +476,8 @@ func (l *Ledger) Spent(ctx context.Context, t TableRef, units []string) (map[str
 	if !ok {
 		return out, nil
 	}
-	rows, err := l.db.QueryContext(ctx, `SELECT unit_key, spent FROM `+CatalogSchema+`.ldp_budget_units
-		WHERE db = ? AND table_name = ? AND unit_key IN (SELECT unnest(?::VARCHAR[]))`, b.Database, b.Table, units)
+	rows, err := l.db.QueryContext(ctx, `SELECT unit_key, spent FROM (`+budgetUnitsSQL(l.folded.Load(),
+		tableWhere(b.TableRef)+` AND unit_key IN (SELECT unnest($1::VARCHAR[]))`)+`)`, units)
 	if err != nil {
 		return nil, err
 	}
@@ -546,7 +575,6 @@ func (l *Ledger) commitBatch(batch []*chargeRequest) {
 	}
 	var admitted []*chargeRequest
 	batchEps := map[unitRef]float64{} // what the admitted calls charge each unit, in the order they were admitted
-	batchCount := map[unitRef]int64{} // and how many releases
 	var order []unitRef               // the units charged, in the order first charged
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -560,10 +588,10 @@ func (l *Ledger) commitBatch(batch []*chargeRequest) {
 		}
 		for i, c := range r.charges {
 			u := unitRef{r.tables[i].key(), c.Unit}
-			if _, seen := batchCount[u]; !seen {
+			if _, seen := batchEps[u]; !seen {
 				order = append(order, u)
+				batchEps[u] = 0
 			}
-			batchCount[u]++
 		}
 		for u, eps := range sums {
 			batchEps[u] += eps
@@ -573,7 +601,7 @@ func (l *Ledger) commitBatch(batch []*chargeRequest) {
 	if len(admitted) == 0 {
 		return
 	}
-	n, err := l.writeBatch(admitted, order, batchEps, batchCount)
+	n, err := l.writeBatch(admitted)
 	if err != nil {
 		l.forgetSpent() // whether a failed COMMIT left anything behind is for DuckDB's record to say
 		if _, rbErr := l.conn.ExecContext(context.Background(), "ROLLBACK"); rbErr != nil && !strings.Contains(rbErr.Error(), "no transaction is active") {
@@ -673,15 +701,13 @@ func (l *Ledger) checkBudgets(r *chargeRequest, batchEps map[unitRef]float64, sp
 	return sums, nil
 }
 
-// spentOf returns what the units of protected table t have spent, read from ldp_budget_units the
-// first time and kept up to date by every commit since (mu is held): checking a charge costs no query,
+// spentOf returns what the units of protected table t have spent, read (budgetUnitsSQL) the first time and kept up to date by every commit since (mu is held): checking a charge costs no query,
 // however large the ledger has grown.
 func (l *Ledger) spentOf(t TableRef) (map[string]float64, error) {
 	if m, ok := l.spent[t.key()]; ok {
 		return m, nil
 	}
-	rows, err := l.conn.QueryContext(context.Background(), `SELECT unit_key, spent FROM `+CatalogSchema+`.ldp_budget_units
-		WHERE db = ? AND table_name = ?`, t.Database, t.Table)
+	rows, err := l.conn.QueryContext(context.Background(), `SELECT unit_key, spent FROM (`+budgetUnitsSQL(l.folded.Load(), tableWhere(t))+`)`)
 	if err != nil {
 		return nil, err
 	}
@@ -704,7 +730,7 @@ func (l *Ledger) spentOf(t TableRef) (map[string]float64, error) {
 	return m, nil
 }
 
-// errSpentNotRead is committedSpent's: the table's units have not been read from ldp_budget_units yet.
+// errSpentNotRead is committedSpent's: the table's units have not been read yet.
 var errSpentNotRead = errors.New("not read yet")
 
 // committedSpent is spentOf for a caller that holds spentMu (read) and not mu: what the units of t
@@ -716,8 +742,7 @@ func (l *Ledger) committedSpent(t TableRef) (map[string]float64, error) {
 	return nil, errSpentNotRead
 }
 
-// forgetSpent drops what the ledger knows of the units' spending, to be read again from
-// ldp_budget_units. mu is held.
+// forgetSpent drops what the ledger knows of the units' spending, to be read again. mu is held.
 func (l *Ledger) forgetSpent() {
 	l.spentMu.Lock()
 	l.spent = map[string]map[string]float64{}
@@ -737,16 +762,15 @@ func (l *Ledger) openConn() error {
 	return nil
 }
 
-// writeBatch writes the admitted calls' charges in one transaction, through DuckDB's appender (no
-// statement per row): every release into ldp_releases, the units never charged before into
-// ldp_budget_units, and one UPDATE for the units that were. It returns how many releases it wrote.
-// The transaction runs on its own context: no one call's cancellation may undo the others' charges.
-func (l *Ledger) writeBatch(admitted []*chargeRequest, order []unitRef, batchEps map[unitRef]float64, batchCount map[unitRef]int64) (int, error) {
+// writeBatch writes the admitted calls' releases in one transaction (writeCharges). It returns how many
+// releases it wrote. The transaction runs on its own context: no one call's cancellation may undo the
+// others' charges.
+func (l *Ledger) writeBatch(admitted []*chargeRequest) (int, error) {
 	ctx := context.Background()
 	if _, err := l.conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
 		return 0, err
 	}
-	n, err := l.writeCharges(ctx, l.conn, admitted, order, batchEps, batchCount)
+	n, err := l.writeCharges(l.conn, admitted)
 	if err != nil {
 		return n, err
 	}
@@ -754,10 +778,11 @@ func (l *Ledger) writeBatch(admitted []*chargeRequest, order []unitRef, batchEps
 	return n, err
 }
 
-// writeCharges writes the admitted calls' charges on conn, inside its open transaction (writeBatch's,
-// or a chargedTx's). mu is held, and the transaction began while it was: no other write of the ledger
-// tables committed since, so the UPDATE of charged units cannot conflict.
-func (l *Ledger) writeCharges(ctx context.Context, conn *gosql.Conn, admitted []*chargeRequest, order []unitRef, batchEps map[unitRef]float64, batchCount map[unitRef]int64) (int, error) {
+// writeCharges appends the admitted calls' releases to ldp_releases on conn, inside its open
+// transaction (writeBatch's, or a chargedTx's), through DuckDB's appender (no statement per row), with
+// the ids from nextID on. That is the whole charge: what the units have spent is the sum of their
+// releases, counted into ldp_budget_units by the next fold (ledger_fold.go). mu is held.
+func (l *Ledger) writeCharges(conn *gosql.Conn, admitted []*chargeRequest) (int, error) {
 	type release struct {
 		r *chargeRequest
 		i int
@@ -767,25 +792,6 @@ func (l *Ledger) writeCharges(ctx context.Context, conn *gosql.Conn, admitted []
 		for i := range r.charges {
 			releases = append(releases, release{r, i})
 		}
-	}
-	tables := map[string]TableRef{}
-	for _, r := range admitted {
-		for _, t := range r.tables {
-			tables[t.key()] = t
-		}
-	}
-	var fresh []unitRef
-	var oldDB, oldTable, oldUnit []string
-	var oldEps []float64
-	var oldN []int64
-	for _, u := range order {
-		if _, charged := l.spent[u.table][u.unit]; !charged {
-			fresh = append(fresh, u)
-			continue
-		}
-		t := tables[u.table]
-		oldDB, oldTable, oldUnit = append(oldDB, t.Database), append(oldTable, t.Table), append(oldUnit, u.unit)
-		oldEps, oldN = append(oldEps, batchEps[u]), append(oldN, batchCount[u])
 	}
 	now := time.Now().UTC()
 	if err := appendRows(conn, CatalogSchema, "ldp_releases", len(releases), func(k int) []driver.Value {
@@ -799,25 +805,6 @@ func (l *Ledger) writeCharges(ctx context.Context, conn *gosql.Conn, admitted []
 			c.Eps, c.Digest, rel, r.releasedBy, now, memoHash(c.Unit, c.Digest)}
 	}); err != nil {
 		return len(releases), fmt.Errorf("recording the releases: %w", err)
-	}
-	if err := appendRows(conn, CatalogSchema, "ldp_budget_units", len(fresh), func(k int) []driver.Value {
-		u := fresh[k]
-		t := tables[u.table]
-		return []driver.Value{t.Database, t.Table, u.unit, batchEps[u], batchCount[u], now}
-	}); err != nil {
-		return len(releases), fmt.Errorf("charging the units: %w", err)
-	}
-	// ldp_budget_units has no primary key (DuckDB's index makes bulk upserts ten times slower): mu keeps
-	// one row per unit, and spent says which units have theirs.
-	if len(oldUnit) > 0 {
-		if _, err := conn.ExecContext(ctx, `
-			UPDATE `+CatalogSchema+`.ldp_budget_units u SET spent = u.spent + s.eps, releases = u.releases + s.n, last_release_at = $1
-			FROM (SELECT unnest($2::VARCHAR[]) AS db, unnest($3::VARCHAR[]) AS table_name, unnest($4::VARCHAR[]) AS unit_key,
-				unnest($5::DOUBLE[]) AS eps, unnest($6::BIGINT[]) AS n) s
-			WHERE u.db = s.db AND u.table_name = s.table_name AND u.unit_key = s.unit_key`,
-			now, oldDB, oldTable, oldUnit, oldEps, oldN); err != nil {
-			return len(releases), fmt.Errorf("charging the units: %w", err)
-		}
 	}
 	return len(releases), nil
 }
@@ -901,8 +888,15 @@ func memoHash(unit, digest string) int64 {
 
 // close releases the ledger's connection; later charges fail.
 func (l *Ledger) close() error {
+	l.closeFold.Do(func() {
+		close(l.stopFold)
+		<-l.foldStopped
+	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.closed {
+		_ = l.foldLocked() // best effort: the next open folds what this leaves
+	}
 	l.closed = true
 	if l.conn == nil {
 		return nil

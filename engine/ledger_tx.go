@@ -32,9 +32,8 @@ import (
 //     every row of it (database.go); the rows were committed before into the temporary table, which
 //     nothing can read (stagingTable).
 //
-// The transaction begins while the ledger's lock is held, so no other charge commits between its
-// snapshot and its commit: the UPDATE of the units' spending cannot conflict, and the budgets it checks
-// are the ones it writes against. A crash or a failure before its COMMIT leaves neither the rows nor the
+// The transaction begins while the ledger's lock is held, so no other charge (nor fold) commits between
+// its snapshot and its commit: the budgets it checks are the ones it writes against. A crash or a failure before its COMMIT leaves neither the rows nor the
 // charges; after it, both.
 
 // Inside a client's transaction (autocommit off) the editor writes on the session's connection, whose
@@ -216,15 +215,15 @@ func (tx *chargedTx) commit(releasedBy string, charges []Charge) (err error) {
 		if sums, err = l.checkBudgets(req, map[unitRef]float64{}, l.spentOf); err != nil {
 			return fail(err)
 		}
-		counts := map[unitRef]int64{}
+		seen := map[unitRef]bool{}
 		for i, c := range charges {
 			u := unitRef{req.tables[i].key(), c.Unit}
-			if _, seen := counts[u]; !seen {
+			if !seen[u] {
 				order = append(order, u)
+				seen[u] = true
 			}
-			counts[u]++
 		}
-		if n, err = l.writeCharges(ctx, tx.conn, []*chargeRequest{req}, order, sums, counts); err != nil {
+		if n, err = l.writeCharges(tx.conn, []*chargeRequest{req}); err != nil {
 			return fail(fmt.Errorf("ldp ledger: charging %d releases: %w; nothing was released", len(charges), err))
 		}
 	}

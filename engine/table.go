@@ -68,6 +68,15 @@ func (t *Table) qualified() string {
 	return quoteIdent(t.db.name) + "." + quoteIdent(t.def.name)
 }
 
+// source is what a read of the table selects from: the table, or for ldp_budget_units the exact
+// spending of every unit (budgetUnitsSQL: the folded rows and the releases since).
+func (t *Table) source() string {
+	if budgetUnitsTable(t.db.name, t.def.name) && t.db.p.ledger != nil {
+		return "(" + budgetUnitsSQL(t.db.p.ledger.folded.Load(), "") + ") AS ldp_budget_units"
+	}
+	return t.qualified()
+}
+
 // mysqlName is the table's name as a MySQL client writes it, for messages: `db`.`table`.
 func (t *Table) mysqlName() string {
 	return "`" + strings.ReplaceAll(t.db.name, "`", "``") + "`.`" + strings.ReplaceAll(t.def.name, "`", "``") + "`"
@@ -121,8 +130,8 @@ func (t *Table) PartitionRows(ctx *sql.Context, part sql.Partition) (sql.RowIter
 	if len(cols) == 0 {
 		selectList = "1" // spool rows, no columns (e.g. COUNT(*))
 	}
-	query := "SELECT " + selectList + " FROM " + t.qualified()
-	if !isLookup && t.def.lastScan.Load() >= rangeScanFrom && !t.hasRowidColumn() {
+	query := "SELECT " + selectList + " FROM " + t.source()
+	if !isLookup && t.def.lastScan.Load() >= rangeScanFrom && !t.hasRowidColumn() && !budgetUnitsTable(t.db.name, t.def.name) {
 		it, err := newRangeScan(ctx, t, query, schema)
 		if err != nil {
 			return nil, fmt.Errorf("scanning table %q: %w", t.def.name, err)
@@ -475,7 +484,7 @@ func (t *Table) RowCount(ctx *sql.Context) (uint64, bool, error) {
 	}
 	if inTx { // the transaction's own snapshot and writes: never from or into the shared cache
 		var n int64
-		if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+t.qualified()).Scan(&n); err != nil {
+		if err := q.QueryRowContext(ctx, "SELECT count(*) FROM "+t.source()).Scan(&n); err != nil {
 			return 0, false, fmt.Errorf("counting rows of %q: %w", def.name, err)
 		}
 		return uint64(n), true, nil
@@ -486,7 +495,7 @@ func (t *Table) RowCount(ctx *sql.Context) (uint64, bool, error) {
 	if n >= 0 && !t.db.readOnly { // catalog tables change behind GMS's back: never cached
 		return uint64(n), true, nil
 	}
-	if err := t.db.p.db.QueryRowContext(ctx, "SELECT count(*) FROM "+t.qualified()).Scan(&n); err != nil {
+	if err := t.db.p.db.QueryRowContext(ctx, "SELECT count(*) FROM "+t.source()).Scan(&n); err != nil {
 		return 0, false, fmt.Errorf("counting rows of %q: %w", def.name, err)
 	}
 	def.countMu.Lock()

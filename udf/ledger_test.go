@@ -66,8 +66,10 @@ func (l *ledgerT) q(query string) []sql.Row {
 	return rows
 }
 
+// count runs a count on DuckDB, after a fold.
 func (l *ledgerT) count(query string) int64 {
 	l.t.Helper()
+	l.fold()
 	var n int64
 	if err := l.e.DuckDB.QueryRow(query).Scan(&n); err != nil {
 		l.t.Fatalf("%s: %v", query, err)
@@ -75,9 +77,18 @@ func (l *ledgerT) count(query string) int64 {
 	return n
 }
 
-// spent returns every unit's spending of table t, by unit key.
+// fold counts every release into ldp_budget_units, which count and spent read straight from DuckDB.
+func (l *ledgerT) fold() {
+	l.t.Helper()
+	if err := l.e.Ledger.Fold(); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// spent returns every unit's spending of table t, by unit key (as folded: fold).
 func (l *ledgerT) spent(table string) map[string]float64 {
 	l.t.Helper()
+	l.fold()
 	rows, err := l.e.DuckDB.Query(`SELECT unit_key, spent FROM ldpsql_catalog.ldp_budget_units WHERE table_name = ?`, table)
 	if err != nil {
 		l.t.Fatal(err)

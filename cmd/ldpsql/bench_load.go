@@ -380,8 +380,13 @@ func drainConn(ctx context.Context, conn *gosql.Conn, q string, args []any) erro
 }
 
 // auditLoad checks the ledger of people against what the clients' successful statements charged:
-// every unit's spent and releases in ldp_budget_units, and the sum of its releases in ldp_releases.
+// every unit's spent and releases in ldp_budget_units, and the sum of its releases in ldp_releases. It
+// folds the releases of the run into ldp_budget_units first, and reads that table itself: the fold's
+// result is what it audits.
 func auditLoad(w io.Writer, e *engine.Engine, results []*loadClient, units int, budget float64) error {
+	if err := e.Ledger.Fold(); err != nil {
+		return fmt.Errorf("ledger audit: %w", err)
+	}
 	wantSpent := make([]float64, units)
 	wantReleases := make([]int64, units)
 	for _, r := range results {
