@@ -92,6 +92,21 @@ func (m *Model) logits(rows [][]float32) []float32 {
 	return ab.logits()
 }
 
+// Accuracy is the share of rows of x whose predicted class is y's (a row PredictBatch cannot classify,
+// −1, counts as wrong); NaN for no rows.
+func (m *Model) Accuracy(x [][]float32, y []int) float64 {
+	if len(x) == 0 {
+		return math.NaN()
+	}
+	ok := 0
+	for i, p := range m.PredictBatch(x) {
+		if p == y[i] {
+			ok++
+		}
+	}
+	return float64(ok) / float64(len(x))
+}
+
 // PredictBatch is Predict for every row, in parallel over blocks of rows;
 // the result of a row does not depend on the other rows.
 func (m *Model) PredictBatch(x [][]float32) []int {

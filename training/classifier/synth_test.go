@@ -131,13 +131,4 @@ func randomMeans(seed uint64, k, d int, scale float64) [][]float64 {
 	return m
 }
 
-func accuracy(m *Model, x [][]float32, y []int) float64 {
-	pred := m.PredictBatch(x)
-	ok := 0
-	for i, p := range pred {
-		if p == y[i] {
-			ok++
-		}
-	}
-	return float64(ok) / float64(len(y))
-}
+func accuracy(m *Model, x [][]float32, y []int) float64 { return m.Accuracy(x, y) }

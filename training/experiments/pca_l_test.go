@@ -124,12 +124,5 @@ func protocolAcc(t *testing.T, za, zp, zt [][]float32, yPriv, yTest []int, k int
 	for i := range zt {
 		testC[i] = clip(zt[i], l)
 	}
-	pred := mod.PredictBatch(testC)
-	ok := 0
-	for i, p := range pred {
-		if p == yTest[i] {
-			ok++
-		}
-	}
-	return float64(ok) / float64(len(pred))
+	return mod.Accuracy(testC, yTest)
 }

@@ -27,14 +27,7 @@ func cleanAcc(t *testing.T, ztr [][]float32, ytr []int, zte [][]float32, yte []i
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := m.PredictBatch(zte)
-	ok := 0
-	for i := range p {
-		if p[i] == yte[i] {
-			ok++
-		}
-	}
-	return float64(ok) / float64(len(p))
+	return m.Accuracy(zte, yte)
 }
 
 // diagnose runs the DBA's privacy-free diagnostics (package diagnostics, what ldp_evaluate_mechanism and
