@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ldpsql/ldpsql/client"
+	"github.com/ldpsql/ldpsql/internal/cputime"
 	"github.com/ldpsql/ldpsql/internal/rowfile"
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/builtin/pca/pcaenc"
@@ -65,7 +66,7 @@ func BenchmarkPrismFashionMNIST(b *testing.B) {
 	}
 	spec := Spec{Mechanism: mech, Eps: 4, Label: "label", K: 10, Lambda: 0.7}
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for i := range b.N {
 		sum, err := Run(context.Background(), Job{In: filepath.Join(dir, "part-*.parquet"), Cols: Columns{ID: "id", Label: "label"},
 			Spec: spec, Out: Output{Dir: filepath.Join(dir, fmt.Sprintf("out%d", i))}})
@@ -77,7 +78,7 @@ func BenchmarkPrismFashionMNIST(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
-	if cpu := cpuTime() - cpu0; cpu > 0 {
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(b.N*n)/cpu.Seconds(), "rows/cpu-s")
 	}
 }
