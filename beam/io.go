@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
@@ -98,14 +100,66 @@ func (splitFn) ProcessElement(md fileio.FileMetadata, emit func(FilePart)) {
 	emit(FilePart{Path: md.Path, Whole: true})
 }
 
+// readFn reads the parts of a bundle several at once, each in a goroutine of its own (as many as
+// GOMAXPROCS), and emits their rows from the DoFn's goroutine: Prism hands a stage all of its input as
+// one bundle, so the parts after the reshuffle were read one after another, and a second core sat
+// idle. Rows are emitted as they come (a part's rows in order), never held for the bundle's end.
 type readFn struct {
 	Cols      Columns
 	Dim       int
 	Mechanism string
 	K         int
+
+	slots   chan struct{} // one for each part being read
+	rows    chan Row      // the reading parts' rows, to emit
+	reading sync.WaitGroup
 }
 
-func (f *readFn) ProcessElement(ctx context.Context, part FilePart, emit func(Row)) error {
+func (f *readFn) Setup() {
+	f.slots = make(chan struct{}, runtime.GOMAXPROCS(0))
+	f.rows = make(chan Row, 1024)
+}
+
+// ProcessElement starts reading part once a slot is free, emitting the rows read meanwhile.
+func (f *readFn) ProcessElement(_ context.Context, part FilePart, emit func(Row)) error {
+	for {
+		select {
+		case f.slots <- struct{}{}:
+			f.reading.Add(1)
+			go func() {
+				defer func() { <-f.slots; f.reading.Done() }()
+				f.read(part, func(r Row) { f.rows <- r })
+			}()
+			return nil
+		case r := <-f.rows:
+			emit(r)
+		}
+	}
+}
+
+// FinishBundle emits the rows of the parts still being read, until all are read.
+func (f *readFn) FinishBundle(emit func(Row)) error {
+	done := make(chan struct{})
+	go func() { f.reading.Wait(); close(done) }()
+	for {
+		select {
+		case r := <-f.rows:
+			emit(r)
+		case <-done:
+			for {
+				select {
+				case r := <-f.rows:
+					emit(r)
+				default:
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// read reads part's rows, and Rows with Err for what it could not read.
+func (f *readFn) read(part FilePart, emit func(Row)) {
 	bad := func(where string, err error) { countRead.Add(1); emit(Row{Where: where, Err: err.Error()}) }
 	var src rowfile.Source
 	var err error
@@ -116,7 +170,7 @@ func (f *readFn) ProcessElement(ctx context.Context, part FilePart, emit func(Ro
 	}
 	if err != nil {
 		bad(part.Path, err)
-		return nil
+		return
 	}
 	defer src.Close()
 	lay, err := rowfile.NewLayout(part.Path, src.Columns(), f.Cols.ID, f.Cols.Label, f.Cols.Features, f.Dim, f.Mechanism, f.K)
@@ -124,19 +178,19 @@ func (f *readFn) ProcessElement(ctx context.Context, part FilePart, emit func(Ro
 		if part.Whole || part.From == 0 {
 			bad(part.Path, err) // once a file
 		}
-		return nil
+		return
 	}
 	lay.Finite = true
 	for {
 		cells, err := src.Next()
 		if err == io.EOF {
-			return nil
+			return
 		}
 		if err != nil {
 			// A file that cannot be read on (a CSV line with the wrong number of fields is one):
 			// what was read stands, the rest of the part is reported once.
 			bad(src.Where(), fmt.Errorf("reading on: %w", err))
-			return nil
+			return
 		}
 		x, id, y, err := lay.Row(cells, src.Where())
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ldpsql/ldpsql/internal/cputime"
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/training/vlm"
 )
@@ -42,14 +43,14 @@ func BenchmarkPrivatiseVLM(b *testing.B) {
 	}
 	src := mechanisms.NewCryptoSource()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	for range b.N {
 		if _, err := mech.Privatise(rows, mechanisms.RandomiserLaplace, 4, src); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(b.N*len(rows))/b.Elapsed().Seconds(), "rows/s")
-	if cpu := cpuTime() - cpu0; cpu > 0 {
+	if cpu := cputime.Process() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(b.N*len(rows))/cpu.Seconds(), "rows/cpu-s")
 	}
 }

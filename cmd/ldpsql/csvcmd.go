@@ -208,9 +208,10 @@ func (p loadPlan) row(cells []any) ([]any, error) {
 	for _, i := range p.features {
 		from := len(vec)
 		var err error
-		if list, ok := cells[i].([]any); ok {
-			vec, err = rowfile.Floats(vec, list)
-		} else {
+		switch cells[i].(type) {
+		case []any, []float32, []float64: // a Parquet list
+			vec, err = rowfile.Floats(vec, cells[i])
+		default:
 			var f float32
 			if f, err = rowfile.Float32(cells[i]); err == nil {
 				vec = append(vec, f)

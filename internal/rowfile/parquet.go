@@ -50,6 +50,12 @@ type parquetSource struct {
 	ranges [][2]int64
 	rows   *sql.Rows
 	n      int64 // rows returned so far
+
+	// The FLOAT[] and DOUBLE[] columns (listAt, in s.cols) are read apart, by lists (listQuery, a
+	// format of path, from and to); query reads the others (otherAt).
+	listAt, otherAt []int
+	listQuery       string
+	lists           *listReader
 }
 
 func openParquet(path string) (*parquetSource, error) {
@@ -62,13 +68,13 @@ func openParquet(path string) (*parquetSource, error) {
 	} else if st.IsDir() {
 		return nil, fmt.Errorf("%s is a directory, not a Parquet file", path)
 	}
-	_, db, err := inMemoryDuckDB()
+	_, db, err := inMemoryDuckDB("SET threads = 1")
 	if err != nil {
 		return nil, err
 	}
 	s := &parquetSource{path: path, db: db}
 	if err := s.readSchema(); err != nil {
-		db.Close()
+		s.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
@@ -82,7 +88,8 @@ func (s *parquetSource) readSchema() error {
 	}
 	defer rows.Close()
 	names, _ := rows.Columns()
-	var sel []string
+	var sel, listSel []string
+	var double []bool
 	for rows.Next() {
 		cells := make([]any, len(names))
 		ptrs := make([]any, len(names))
@@ -97,17 +104,36 @@ func (s *parquetSource) readSchema() error {
 		if strings.HasSuffix(typ, "[]") {
 			kind = KindVector
 		}
+		if typ == "FLOAT[]" || typ == "DOUBLE[]" {
+			s.listAt = append(s.listAt, len(s.cols))
+			listSel = append(listSel, sqlIdent(name))
+			double = append(double, typ == "DOUBLE[]")
+		} else {
+			s.otherAt = append(s.otherAt, len(s.cols))
+			sel = append(sel, sqlIdent(name))
+		}
 		s.cols = append(s.cols, Column{Name: name, Kind: kind})
-		sel = append(sel, sqlIdent(name))
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if len(sel) == 0 {
+	if len(s.cols) == 0 {
 		return errors.New("no columns")
 	}
-	s.query = "SELECT " + strings.Join(sel, ", ") + " FROM read_parquet(?, file_row_number = true) " +
-		"WHERE file_row_number >= ? AND file_row_number < ? ORDER BY file_row_number"
+	if len(sel) == 0 {
+		sel = []string{"file_row_number"} // a row for each row, no cell
+	}
+	// No ORDER BY: DuckDB keeps a scan's file order (preserve_insertion_order, its default), and
+	// sorting 784-float lists cost more than reading them.
+	const where = " WHERE file_row_number >= %d AND file_row_number < %d"
+	s.query = "SELECT " + strings.Join(sel, ", ") + " FROM read_parquet(?, file_row_number = true)" +
+		strings.ReplaceAll(where, "%d", "?")
+	if len(listSel) > 0 {
+		s.listQuery = "SELECT " + strings.Join(listSel, ", ") + " FROM read_parquet(%s, file_row_number = true)" + where
+		if s.lists, err = openListReader(double); err != nil {
+			return err
+		}
+	}
 
 	groups, err := s.db.Query("SELECT row_group_id, max(row_group_num_rows), sum(total_uncompressed_size) "+
 		"FROM parquet_metadata(?) GROUP BY row_group_id ORDER BY row_group_id", s.path)
@@ -170,6 +196,11 @@ func (s *parquetSource) Next() ([]any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", s.path, err)
 			}
+			if s.lists != nil {
+				if _, more, err := s.lists.row(); err != nil || more {
+					return nil, s.listsFailed(err)
+				}
+			}
 		}
 		if len(s.ranges) == 0 {
 			return nil, io.EOF
@@ -181,17 +212,42 @@ func (s *parquetSource) Next() ([]any, error) {
 			return nil, fmt.Errorf("%s: rows %d to %d: %w", s.path, r[0]+1, r[1], err)
 		}
 		s.rows = rows
+		if s.lists != nil {
+			if err := s.lists.query(fmt.Sprintf(s.listQuery, sqlString(s.path), r[0], r[1])); err != nil {
+				return nil, fmt.Errorf("%s: rows %d to %d: %w", s.path, r[0]+1, r[1], err)
+			}
+		}
 	}
 	cells := make([]any, len(s.cols))
-	ptrs := make([]any, len(cells))
-	for i := range cells {
-		ptrs[i] = &cells[i]
+	ptrs := make([]any, max(1, len(s.otherAt)))
+	var skip any
+	ptrs[0] = &skip
+	for i, c := range s.otherAt {
+		ptrs[i] = &cells[c]
 	}
 	if err := s.rows.Scan(ptrs...); err != nil {
 		return nil, fmt.Errorf("%s row %d: %w", s.path, s.n+1, err)
 	}
+	if s.lists != nil {
+		lists, ok, err := s.lists.row()
+		if err != nil || !ok {
+			return nil, s.listsFailed(err)
+		}
+		for i, c := range s.listAt {
+			cells[c] = lists[i]
+		}
+	}
 	s.n++
 	return cells, nil
+}
+
+// listsFailed says that reading the list columns failed at row s.n+1, or (err nil) that they had
+// another number of rows than the other columns.
+func (s *parquetSource) listsFailed(err error) error {
+	if err == nil {
+		err = errors.New("the list columns and the others have different numbers of rows")
+	}
+	return fmt.Errorf("%s row %d: %w", s.path, s.n+1, err)
 }
 
 func (s *parquetSource) Where() string { return fmt.Sprintf("%s row %d", s.path, s.n) }
@@ -227,6 +283,9 @@ func (s *parquetSource) Metadata() ([]byte, string, error) {
 func (s *parquetSource) Close() error {
 	if s.rows != nil {
 		s.rows.Close()
+	}
+	if s.lists != nil {
+		s.lists.close()
 	}
 	return s.db.Close()
 }

@@ -256,6 +256,15 @@ func integer(v any) (int64, bool) {
 
 // Floats appends a list cell's numbers to dst.
 func Floats(dst []float32, v any) ([]float32, error) {
+	switch v := v.(type) {
+	case []float32: // a Parquet FLOAT[] (parquetSource's lists)
+		return append(dst, v...), nil
+	case []float64: // a Parquet DOUBLE[]
+		for _, f := range v {
+			dst = append(dst, float32(f))
+		}
+		return dst, nil
+	}
 	list, ok := v.([]any)
 	if !ok {
 		return dst, fmt.Errorf("%s is not a list of numbers", Show(v))
@@ -295,9 +304,18 @@ func Show(v any) string {
 	case string:
 		return strconv.Quote(v)
 	case []any:
-		if len(v) > 8 {
-			return fmt.Sprintf("%v… (%d values)", v[:8], len(v))
-		}
+		return showList(v)
+	case []float32:
+		return showList(v)
+	case []float64:
+		return showList(v)
+	}
+	return fmt.Sprint(v)
+}
+
+func showList[T any](v []T) string {
+	if len(v) > 8 {
+		return fmt.Sprintf("%v… (%d values)", v[:8], len(v))
 	}
 	return fmt.Sprint(v)
 }

@@ -262,6 +262,57 @@ func TestParquetRanges(t *testing.T) {
 	}
 }
 
+// FLOAT[] and DOUBLE[] columns are read from DuckDB's vectors (listReader), over several chunks and
+// ranges: a NULL list is NULL, a list with a NULL element is the []any that names it, an empty list is
+// empty; a file of list columns only has all its rows.
+func TestParquetListColumns(t *testing.T) {
+	dir := t.TempDir()
+	db, _ := sql.Open("duckdb", "")
+	defer db.Close()
+	mixed, only := filepath.Join(dir, "mixed.parquet"), filepath.Join(dir, "only.parquet")
+	if _, err := db.Exec("COPY (SELECT i AS id, CASE i % 1000 WHEN 7 THEN NULL WHEN 8 THEN [1, NULL]::FLOAT[] WHEN 9 THEN []::FLOAT[] " +
+		"ELSE [i, -i]::FLOAT[] END AS f, 'x' || i AS s, [i * 0.25]::DOUBLE[] AS g FROM range(5000) r(i)) TO " + sqlString(mixed) +
+		" (FORMAT parquet, ROW_GROUP_SIZE 3000)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("COPY (SELECT [i]::FLOAT[] AS f FROM range(3000) r(i)) TO " + sqlString(only) + " (FORMAT parquet)"); err != nil {
+		t.Fatal(err)
+	}
+	_, rows, _ := readAll(t, mixed)
+	if len(rows) != 5000 {
+		t.Fatalf("%d rows, want 5000", len(rows))
+	}
+	for i, r := range rows {
+		f, ferr := Floats(nil, r[1])
+		g, gerr := Floats(nil, r[3])
+		id, _ := Int(r[0])
+		ok := id == int64(i) && r[2] == "x"+Text(r[0]) && gerr == nil && reflect.DeepEqual(g, []float32{float32(i) * 0.25})
+		switch i % 1000 {
+		case 7:
+			ok = ok && r[1] == nil
+		case 8:
+			ok = ok && ferr != nil && ferr.Error() == "element 2: NULL is not a number"
+		case 9:
+			ok = ok && ferr == nil && len(f) == 0
+		default:
+			_, direct := r[1].([]float32) // not a boxed value an element
+			ok = ok && direct && ferr == nil && reflect.DeepEqual(f, []float32{float32(i), -float32(i)})
+		}
+		if !ok {
+			t.Fatalf("row %d: %#v (%v, %v)", i, r, ferr, gerr)
+		}
+	}
+	_, rows, src := readAll(t, only)
+	for i, r := range rows {
+		if f, err := Floats(nil, r[0]); err != nil || len(r) != 1 || !reflect.DeepEqual(f, []float32{float32(i)}) {
+			t.Fatalf("row %d: %#v (%v)", i, r, err)
+		}
+	}
+	if len(rows) != 3000 || src.Where() != only+" row 3000" {
+		t.Errorf("%d rows, the last at %s", len(rows), src.Where())
+	}
+}
+
 func TestCells(t *testing.T) {
 	for _, tc := range []struct {
 		v    any

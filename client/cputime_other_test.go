@@ -1,8 +1,0 @@
-//go:build !unix
-
-package client
-
-import "time"
-
-// cpuTime is not measured here (0): the benchmark reports rows/s only.
-func cpuTime() time.Duration { return 0 }
