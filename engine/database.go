@@ -224,10 +224,13 @@ func (d *Database) RenameTable(ctx *sql.Context, oldName, newName string) error 
 	// transaction.
 	from, to := TableRef{Database: d.name, Table: def.name}, TableRef{Database: d.name, Table: newName}
 	stmts = append(stmts, defaultsRenameStatement(from, to))
-	stmts = append(stmts, d.p.ledger.renameStatements(from, to)...)
-	if by, charges := takeCharges(ctx); len(charges) > 0 {
-		// ldp_privatize naming its destination: the rename and the charges for its rows commit
-		// together (ledger_tx.go).
+	ledgerStmts := d.p.ledger.renameStatements(from, to)
+	stmts = append(stmts, ledgerStmts...)
+	if by, charges := takeCharges(ctx); len(charges) > 0 || len(ledgerStmts) > 0 {
+		// A protected table's ledger rows move under the ledger's lock, on its connection, so that no
+		// fold or charge runs between (a fold beside the rename counted releases twice); ldp_privatize
+		// naming its destination also commits the charges for its rows in the same transaction
+		// (ledger_tx.go).
 		if err := d.renameCharged(ctx, stmts, by, charges); err != nil {
 			return fmt.Errorf("renaming table %q: %w", oldName, err)
 		}

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Between folds, every read of the units' spending (Ledger.Spent, a SQL SELECT of ldp_budget_units,
@@ -96,5 +98,40 @@ func TestLedgerFoldReadsExact(t *testing.T) {
 	}
 	if err := e.Ledger.Charge(ctx, "root", unitCharges(tbl, 2.75+1e-6, "over2", 0)); err == nil {
 		t.Error("unit 0 has 2.75 left after the reopen; a charge of more succeeded")
+	}
+}
+
+// A RENAME of a protected table moves its ledger rows while the background fold may be updating them:
+// it runs under the ledger's lock, so it never meets the fold (or a charge) as a DuckDB write conflict.
+func TestRenameProtectedTableDuringFolds(t *testing.T) {
+	t.Setenv("LDPSQL_LEDGER_FOLD_INTERVAL", "1ms")
+	e := openT(t, filepath.Join(t.TempDir(), "db.duckdb"))
+	defer e.Close()
+	ctx := context.Background()
+	mustQuery(t, e, "CREATE TABLE t0 (id INT PRIMARY KEY)")
+	names := []string{"t0", "t1"}
+	tbl := TableRef{Database: "ldpsql", Table: "t0"}
+	if err := e.Ledger.SetBudget(ctx, Budget{TableRef: tbl, EpsTotal: 1e6, Mode: BudgetCharge, UnitColumns: []string{"id"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 150 {
+		tbl.Table = names[i%2]
+		if err := e.Ledger.Charge(ctx, "root", unitCharges(tbl, 1, fmt.Sprint(i), 0, 1, 2, 3)); err != nil {
+			t.Fatalf("charge %d: %v", i, err)
+		}
+		time.Sleep(time.Duration(i%3) * time.Millisecond) // let a fold start, sometimes
+		if _, _, err := e.Query(e.NewContext(ctx), "RENAME TABLE "+names[i%2]+" TO "+names[(i+1)%2]); err != nil {
+			t.Fatalf("rename %d: %v", i, err)
+		}
+	}
+	tbl.Table = names[0]
+	spent, err := e.Ledger.Spent(ctx, tbl, []string{unitCharges(tbl, 1, "", 0)[0].Unit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range spent {
+		if v != 150 {
+			t.Fatalf("after 150 charges of 1 across 150 renames: spent %v", spent)
+		}
 	}
 }
