@@ -14,22 +14,15 @@ import (
 	"testing"
 
 	_ "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/ldpsql/ldpsql/client"
 )
 
-// exportedMeta is the release metadata an export carries, the keys import-releases needs among them.
+// exportedMeta is the release metadata an export carries: client.Meta, the keys import-releases needs,
+// and the table the rows came from.
 type exportedMeta struct {
-	Eps        float64 `json:"eps"`
-	EpsX       float64 `json:"eps_x"`
-	EpsY       float64 `json:"eps_y"`
-	K          int     `json:"k"`
-	Label      string  `json:"label"`
-	Lambda     float64 `json:"lambda"`
-	Mechanism  string  `json:"mechanism"`
-	SHA256     string  `json:"mechanism_sha256"`
-	ModelSHA   string  `json:"model_sha256"`
-	Randomiser string  `json:"randomiser"`
-	Rows       int     `json:"rows"`
-	Table      string  `json:"table"`
+	client.Meta
+	Table string `json:"table"`
 }
 
 // exportFixture is a server whose secure_file_priv directory is files, with d2 (protected, 1,500 rows
@@ -94,8 +87,8 @@ func (f *exportFixture) checkMeta(t *testing.T, what string, raw []byte) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("%s: %v\n%s", what, err, raw)
 	}
-	want := exportedMeta{Eps: 8, EpsX: 5.6, EpsY: 2.4, K: 4, Label: "y", Lambda: 0.7, Mechanism: "pca2", SHA256: m.SHA256,
-		ModelSHA: f.modelSHA, Randomiser: "laplace", Rows: 1500, Table: "ldpsql.d2_pca"}
+	want := exportedMeta{Meta: client.Meta{Eps: 8, EpsX: 5.6, EpsY: 2.4, K: 4, Label: "y", Lambda: 0.7, Mechanism: "pca2", SHA256: m.SHA256,
+		ModelSHA: f.modelSHA, Randomiser: "laplace", Rows: 1500}, Table: "ldpsql.d2_pca"}
 	if m != want || len(m.SHA256) != 64 {
 		t.Errorf("%s: metadata\n%+v, want\n%+v", what, m, want)
 	}
