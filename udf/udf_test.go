@@ -215,7 +215,8 @@ func TestRRFrequencyDebiases(t *testing.T) {
 		t.Fatalf("GROUP BY gave %v", rows)
 	}
 	for i, wantShare := range []float64{0, 1.0 / 3} {
-		// Per group n = 30,000; the standard error is below 0.006, so 0.04 is over 6 of them.
+		// Per group n = 30,000; the standard error is at most 0.0075 (the share 1/3: sqrt(λ(1−λ)/n)/(p−q)
+		// with λ = 1/3, p − q = 0.364), so 0.04 is 5.3 of them (two-sided normal tail 1e-7).
 		if f := rows[i][1].(float64); math.Abs(f-wantShare) > 0.04 {
 			t.Errorf("group %v: %.4f, want %.4f", rows[i][0], f, wantShare)
 		}
