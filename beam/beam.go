@@ -66,12 +66,13 @@ func (s Spec) Releaser() (*client.Releaser, error) {
 	return client.NewReleaser(m, s.randomiser(), s.Eps, s.Label, s.K, s.Lambda)
 }
 
-// Row is one input row: its features, the id copied to the release as it is, its label (a class
-// 0..K−1, when the spec has a label), and Where it came from ("data/part-3.parquet row 17"), for the
-// error output. A reader sets Err for a row it could not read; Privatize reports it as a bad row.
+// Row is one input row: its features, its id copied to the release as it is (the values of its id
+// columns as text: a file's --id column, a table's primary key; none without one), its label (a
+// class 0..K−1, when the spec has a label), and Where it came from ("data/part-3.parquet row 17"), for
+// the error output. A reader sets Err for a row it could not read; Privatize reports it as a bad row.
 type Row struct {
 	Where string
-	ID    string
+	ID    []string
 	X     []float32
 	Label int
 	Err   string
@@ -83,7 +84,7 @@ type Row struct {
 // Release is one released row: the id as given, the release z (float32, as in the files) and the
 // released label.
 type Release struct {
-	ID          string
+	ID          []string
 	Z           []float32
 	Label       int
 	Unit, Batch string

@@ -198,18 +198,23 @@ func (f *readFn) read(part FilePart, emit func(Row)) {
 			continue
 		}
 		countRead.Add(1)
-		emit(Row{Where: src.Where(), ID: id, X: x, Label: y})
+		r := Row{Where: src.Where(), X: x, Label: y}
+		if f.Cols.ID != "" {
+			r.ID = []string{id}
+		}
+		emit(r)
 	}
 }
 
 // Output is where WriteReleases writes: a directory Dir, files in Format ("parquet", the default, or
-// "csv"), the releases split over Shards files (default 1), and the id column's name in them (""
-// without one; the label column is the spec's).
+// "csv"), the releases split over Shards files (default 1), and the id columns' names in them (none
+// without one, several for a table's primary key of several columns; the label column is the
+// spec's).
 type Output struct {
 	Dir    string
 	Format string
 	Shards int
-	ID     string
+	ID     []string
 }
 
 func (o Output) ext() string {
@@ -228,6 +233,8 @@ type Staged struct {
 	// RefusedRows and RefusedUnits count releases left out because the server refused their units
 	// (over their budget): a charge batch's.
 	RefusedRows, RefusedUnits int
+	// Parts is the parts a --from-db table is read in (the planner's marker).
+	Parts int
 }
 
 // Summary is what a committed job wrote: the release files, their rows, the bad rows and their file.
@@ -240,6 +247,8 @@ type Summary struct {
 	// RefusedRows rows of RefusedUnits units of a protected source were left out: the server refused
 	// to charge them (their units' budgets would be exceeded).
 	RefusedRows, RefusedUnits int `json:",omitempty"`
+	// Parts is the parts a --from-db table was read in, in parallel.
+	Parts int `json:",omitempty"`
 }
 
 // StagingDir is where WriteReleases writes before its commit, inside the output directory.
@@ -312,11 +321,14 @@ func (f *writeShardFn) ProcessElement(ctx context.Context, shard int, rels func(
 	defer sink.Discard()
 	n := 0
 	var r Release
-	cells := make([]any, 0, 3)
+	cells := make([]any, 0, len(f.Out.ID)+2)
 	for rels(&r) {
 		cells = cells[:0]
-		if f.Out.ID != "" {
-			cells = append(cells, r.ID)
+		if len(r.ID) != len(f.Out.ID) {
+			return fmt.Errorf("a release has %d id values for the %d id columns %v", len(r.ID), len(f.Out.ID), f.Out.ID)
+		}
+		for _, v := range r.ID {
+			cells = append(cells, v)
 		}
 		cells = append(cells, r.Z)
 		if f.Spec.Label != "" {
@@ -388,6 +400,7 @@ func commitStaged(out Output, staged func(*Staged) bool, sum *Summary) error {
 	for staged(&st) {
 		sum.RefusedRows += st.RefusedRows
 		sum.RefusedUnits += st.RefusedUnits
+		sum.Parts += st.Parts
 		if !st.Marker {
 			all = append(all, st)
 		}

@@ -56,8 +56,8 @@ func (j Job) Pipeline() *beam.Pipeline {
 	rows := ReadRows(s, j.In, j.Cols, j.Spec)
 	rel, bad := PrivatizeWithErrors(s, rows, j.Spec)
 	out := j.Out
-	if out.ID == "" {
-		out.ID = j.Cols.ID
+	if out.ID == nil && j.Cols.ID != "" {
+		out.ID = []string{j.Cols.ID}
 	}
 	WriteReleases(s, rel, bad, j.Spec, out)
 	return p
@@ -147,7 +147,7 @@ func (j Job) plan(ctx context.Context, sink **sinkPlan) error {
 		return err
 	}
 	if j.To != nil {
-		s, err := planSink(ctx, *j.To, j.Spec, plan.KeyInt, fmt.Sprintf("ldpsql etl job %s from %s.%s", j.ID, plan.Database, plan.Table), j.ID)
+		s, err := planSink(ctx, *j.To, j.Spec, plan.Key, fmt.Sprintf("ldpsql etl job %s from %s.%s", j.ID, plan.Database, plan.Table), j.ID)
 		if err != nil {
 			return err
 		}
