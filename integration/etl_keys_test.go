@@ -154,18 +154,21 @@ func TestEtlFromDBAnyKey(t *testing.T) {
 		})
 	}
 	// To files: the key's columns in releases.parquet, which import-releases takes as the key.
-	c := keyCases[0]
-	out := filepath.Join(f.dir, "files")
-	if got, err := f.privatize(t, "k_"+c.name, "--partitions", "3", "--out", out); err != nil || !strings.Contains(got, "released 269 rows") || !strings.Contains(got, "in 3 parts") {
-		t.Fatalf("etl privatize to files: %v\n%s", err, got)
-	}
-	imp, err := exec.Command(ldpsqlBin, "import-releases", "--addr", f.srv.addr, "--in", filepath.Join(out, "releases.parquet"), "--table", "k_imported").CombinedOutput()
-	if err != nil || !strings.Contains(string(imp), "imported 269 releases") {
-		t.Fatalf("import-releases: %v\n%s", err, imp)
-	}
-	if got, want := keyBytes(t, f, "k_imported", c.keyCols), keyBytes(t, f, "k_"+c.name, c.keyCols); !slices.Equal(got, want) {
-		t.Errorf("the imported releases' keys are not the source's")
-	}
+	t.Run("composite_ci_to_files", func(t *testing.T) {
+		c := keyCases[0]
+		createKeyTable(t, f, c, "k_files")
+		out := filepath.Join(f.dir, "files")
+		if got, err := f.privatize(t, "k_files", "--partitions", "3", "--out", out); err != nil || !strings.Contains(got, "released 269 rows") || !strings.Contains(got, "in 3 parts") {
+			t.Fatalf("etl privatize to files: %v\n%s", err, got)
+		}
+		imp, err := exec.Command(ldpsqlBin, "import-releases", "--addr", f.srv.addr, "--in", filepath.Join(out, "releases.parquet"), "--table", "k_imported").CombinedOutput()
+		if err != nil || !strings.Contains(string(imp), "imported 269 releases") {
+			t.Fatalf("import-releases: %v\n%s", err, imp)
+		}
+		if got, want := keyBytes(t, f, "k_imported", c.keyCols), keyBytes(t, f, "k_files", c.keyCols); !slices.Equal(got, want) {
+			t.Errorf("the imported releases' keys are not the source's")
+		}
+	})
 }
 
 // A protected source keyed by (name, n), its unit: each unit is charged through the server by its key
