@@ -291,18 +291,28 @@ func queryStrings(ctx context.Context, db *sql.DB, q string, col int) ([]string,
 type readTableFn struct {
 	Plan dbPlan
 	K    int
-	db   *sql.DB
+
+	db    *sql.DB
+	parts fanIn[Row] // the parts of a bundle, read at once
 }
 
 func (f *readTableFn) Setup() error {
 	var err error
 	f.db, err = sql.Open("mysql", f.Plan.DSN)
+	f.parts.setup()
 	return err
 }
 
 func (f *readTableFn) Teardown() error { return f.db.Close() }
 
 func (f *readTableFn) ProcessElement(ctx context.Context, part DBPart, emit func(Row)) error {
+	return f.parts.start(func(send func(Row)) error { return f.read(ctx, part, send) }, emit)
+}
+
+func (f *readTableFn) FinishBundle(emit func(Row)) error { return f.parts.drain(emit) }
+
+// read reads one part, in order.
+func (f *readTableFn) read(ctx context.Context, part DBPart, emit func(Row)) error {
 	p := f.Plan
 	var cols []string
 	for _, k := range p.Key {

@@ -50,11 +50,10 @@ func NewJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Pipeline builds the job's pipeline: ReadRows, PrivatizeWithErrors, WriteReleases.
+// Pipeline builds the job's pipeline: ReadAndPrivatize, WriteReleases.
 func (j Job) Pipeline() *beam.Pipeline {
 	p, s := beam.NewPipelineWithRoot()
-	rows := ReadRows(s, j.In, j.Cols, j.Spec)
-	rel, bad := PrivatizeWithErrors(s, rows, j.Spec)
+	rel, bad := ReadAndPrivatize(s, j.In, j.Cols, j.Spec)
 	out := j.Out
 	if out.ID == nil && j.Cols.ID != "" {
 		out.ID = []string{j.Cols.ID}
