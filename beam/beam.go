@@ -5,8 +5,8 @@
 // Spark or Dataflow is distributed exactly as one made by the server or by `ldpsql privatize`.
 //
 // Privatize is the transform; ReadRows and WriteReleases read and write the row files `ldpsql
-// privatize` reads and writes (CSV or Parquet, through package rowfile); Run builds and runs the
-// whole job (what `ldpsql etl privatize` does). It depends on client, mechanisms and training (through
+// privatize` reads and writes (CSV or Parquet, through package rowfile); ReadAndPrivatize reads and
+// releases in one step, each row where it is read; Run builds and runs the whole job (what `ldpsql etl privatize` does). It depends on client, mechanisms and training (through
 // client), never on udf or engine: it runs where the data is, without a server.
 //
 // Import it under another name beside Beam's own package: ldpbeam "github.com/ldpsql/ldpsql/beam".
