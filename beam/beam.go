@@ -5,8 +5,8 @@
 // Spark or Dataflow is distributed exactly as one made by the server or by `ldpsql privatize`.
 //
 // Privatize is the transform; ReadRows and WriteReleases read and write the row files `ldpsql
-// privatize` reads and writes (CSV or Parquet, through package rowfile); Run builds and runs the
-// whole job (what `ldpsql etl privatize` does). It depends on client, mechanisms and training (through
+// privatize` reads and writes (CSV or Parquet, through package rowfile); ReadAndPrivatize reads and
+// releases in one step, each row where it is read; Run builds and runs the whole job (what `ldpsql etl privatize` does). It depends on client, mechanisms and training (through
 // client), never on udf or engine: it runs where the data is, without a server.
 //
 // Import it under another name beside Beam's own package: ldpbeam "github.com/ldpsql/ldpsql/beam".
@@ -66,12 +66,13 @@ func (s Spec) Releaser() (*client.Releaser, error) {
 	return client.NewReleaser(m, s.randomiser(), s.Eps, s.Label, s.K, s.Lambda)
 }
 
-// Row is one input row: its features, the id copied to the release as it is, its label (a class
-// 0..K−1, when the spec has a label), and Where it came from ("data/part-3.parquet row 17"), for the
-// error output. A reader sets Err for a row it could not read; Privatize reports it as a bad row.
+// Row is one input row: its features, its id copied to the release as it is (the values of its id
+// columns as text: a file's --id column, a table's primary key; none without one), its label (a
+// class 0..K−1, when the spec has a label), and Where it came from ("data/part-3.parquet row 17"), for
+// the error output. A reader sets Err for a row it could not read; Privatize reports it as a bad row.
 type Row struct {
 	Where string
-	ID    string
+	ID    []string
 	X     []float32
 	Label int
 	Err   string
@@ -83,7 +84,7 @@ type Row struct {
 // Release is one released row: the id as given, the release z (float32, as in the files) and the
 // released label.
 type Release struct {
-	ID          string
+	ID          []string
 	Z           []float32
 	Label       int
 	Unit, Batch string
@@ -147,6 +148,27 @@ func Charged() int64 { return chargedRows.Load() }
 type privatizeFn struct {
 	Spec Spec
 
+	b *batcher
+}
+
+func (f *privatizeFn) Setup() error {
+	var err error
+	f.b, err = newBatcher(f.Spec)
+	return err
+}
+
+func (f *privatizeFn) ProcessElement(ctx context.Context, r Row, emit func(Release), emitBad func(BadRow)) error {
+	return f.b.add(r, emit, emitBad)
+}
+
+func (f *privatizeFn) FinishBundle(emit func(Release), _ func(BadRow)) error {
+	return f.b.flush(emit)
+}
+
+// batcher checks rows and releases them a batch at a time, as ldpsql privatize does a batch: one for
+// each goroutine that releases (its encoder's buffers and its noise source are its own).
+type batcher struct {
+	spec   Spec
 	rel    *client.Releaser
 	noise  mechanisms.Source
 	buf    []Row
@@ -154,24 +176,22 @@ type privatizeFn struct {
 	labels []int
 }
 
-func (f *privatizeFn) Setup() error {
-	var err error
-	f.rel, err = f.Spec.Releaser()
+func newBatcher(spec Spec) (*batcher, error) {
+	rel, err := spec.Releaser()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// A source per worker instance: crypto/rand behind a buffer of its own.
-	f.noise = mechanisms.NewCryptoSource()
-	return nil
+	// crypto/rand behind a buffer of its own.
+	return &batcher{spec: spec, rel: rel, noise: mechanisms.NewCryptoSource()}, nil
 }
 
 // check says what is wrong with r, or "": a message that starts with where r was, as a reader's
 // (rowfile.Layout's) do.
-func (f *privatizeFn) check(r Row) string {
+func (b *batcher) check(r Row) string {
 	if r.Err != "" {
 		return r.Err
 	}
-	m := f.rel.M.File
+	m := b.rel.M.File
 	if len(r.X) != m.InputDim {
 		return fmt.Sprintf("%s has %d features, mechanism %q takes %d", r.Where, len(r.X), m.Name, m.InputDim)
 	}
@@ -180,45 +200,42 @@ func (f *privatizeFn) check(r Row) string {
 			return fmt.Sprintf("%s: feature %d is %v", r.Where, j+1, v)
 		}
 	}
-	if f.Spec.Label != "" && (r.Label < 0 || r.Label >= f.Spec.K) {
-		return fmt.Sprintf("%s: label %d is not a class 0..%d", r.Where, r.Label, f.Spec.K-1)
+	if b.spec.Label != "" && (r.Label < 0 || r.Label >= b.spec.K) {
+		return fmt.Sprintf("%s: label %d is not a class 0..%d", r.Where, r.Label, b.spec.K-1)
 	}
 	return ""
 }
 
-func (f *privatizeFn) ProcessElement(ctx context.Context, r Row, emit func(Release), emitBad func(BadRow)) error {
-	if why := f.check(r); why != "" {
+// add reports r if it is bad, else buffers it, releasing the buffer when it is full.
+func (b *batcher) add(r Row, emit func(Release), emitBad func(BadRow)) error {
+	if why := b.check(r); why != "" {
 		countBad.Add(1)
 		emitBad(BadRow{Where: r.Where, Reason: why})
 		return nil
 	}
-	f.buf = append(f.buf, r)
-	if len(f.buf) >= f.Spec.batch() {
-		return f.flush(emit)
+	b.buf = append(b.buf, r)
+	if len(b.buf) >= b.spec.batch() {
+		return b.flush(emit)
 	}
 	return nil
 }
 
-func (f *privatizeFn) FinishBundle(emit func(Release), _ func(BadRow)) error {
-	return f.flush(emit)
-}
-
-// flush releases the buffered rows through client.Releaser.Release, as ldpsql privatize does a batch.
-func (f *privatizeFn) flush(emit func(Release)) error {
-	if len(f.buf) == 0 {
+// flush releases the buffered rows through client.Releaser.Release.
+func (b *batcher) flush(emit func(Release)) error {
+	if len(b.buf) == 0 {
 		return nil
 	}
-	f.xs, f.labels = f.xs[:0], f.labels[:0]
-	for _, r := range f.buf {
-		f.xs = append(f.xs, r.X)
-		f.labels = append(f.labels, r.Label)
+	b.xs, b.labels = b.xs[:0], b.labels[:0]
+	for _, r := range b.buf {
+		b.xs = append(b.xs, r.X)
+		b.labels = append(b.labels, r.Label)
 	}
-	zs, ys, err := f.rel.Release(f.xs, f.labels, f.noise)
+	zs, ys, err := b.rel.Release(b.xs, b.labels, b.noise)
 	if err != nil {
 		return err
 	}
 	for i, z := range zs {
-		out := Release{ID: f.buf[i].ID, Z: make([]float32, len(z)), Unit: f.buf[i].Unit, Batch: f.buf[i].Batch}
+		out := Release{ID: b.buf[i].ID, Z: make([]float32, len(z)), Unit: b.buf[i].Unit, Batch: b.buf[i].Batch}
 		for j, v := range z {
 			out.Z[j] = float32(v)
 		}
@@ -228,7 +245,8 @@ func (f *privatizeFn) flush(emit func(Release)) error {
 		emit(out)
 	}
 	countReleased.Add(int64(len(zs)))
-	f.buf = f.buf[:0]
+	clear(b.buf) // the rows' features, for the collector
+	b.buf = b.buf[:0]
 	return nil
 }
 

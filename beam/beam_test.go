@@ -365,12 +365,12 @@ func TestPrivatizeBadRows(t *testing.T) {
 	inf := slices.Clone(rows[3])
 	inf[7] = float32(math.Inf(-1))
 	in := []Row{
-		{Where: "r1", ID: "1", X: rows[0], Label: labels[0]},
+		{Where: "r1", ID: []string{"1"}, X: rows[0], Label: labels[0]},
 		{Where: "r2", Err: "r2: could not read"},
-		{Where: "r3", ID: "3", X: rows[2][:10], Label: labels[2]},
-		{Where: "r4", ID: "4", X: inf, Label: labels[3]},
-		{Where: "r5", ID: "5", X: rows[4], Label: 2},
-		{Where: "r6", ID: "6", X: rows[5], Label: labels[5]},
+		{Where: "r3", ID: []string{"3"}, X: rows[2][:10], Label: labels[2]},
+		{Where: "r4", ID: []string{"4"}, X: inf, Label: labels[3]},
+		{Where: "r5", ID: []string{"5"}, X: rows[4], Label: 2},
+		{Where: "r6", ID: []string{"6"}, X: rows[5], Label: labels[5]},
 	}
 	var rel []Release
 	var bad []BadRow
@@ -382,7 +382,7 @@ func TestPrivatizeBadRows(t *testing.T) {
 	if err := f.FinishBundle(func(r Release) { rel = append(rel, r) }, nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(rel) != 2 || rel[0].ID != "1" || rel[1].ID != "6" || len(rel[0].Z) != 4 {
+	if len(rel) != 2 || rel[0].ID[0] != "1" || rel[1].ID[0] != "6" || len(rel[0].Z) != 4 {
 		t.Errorf("releases %+v, want rows 1 and 6", rel)
 	}
 	want := []BadRow{{"r2", "r2: could not read"}, {"r3", `r3 has 10 features, mechanism "pca4" takes 30`}, {"r4", "r4: feature 8 is -Inf"}, {"r5", "r5: label 2 is not a class 0..1"}}

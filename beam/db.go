@@ -24,13 +24,15 @@ import (
 // The ldpsql server as a source and a sink, over the MySQL protocol (go-sql-driver), never through
 // udf or engine: the workers talk to the server as any client does.
 //
-// A source table is read in parts along its primary key (ranges of an integer key, so that workers
-// read in parallel; a table with another key is one part), each part in key order. When the table is
-// protected (it has a privacy budget), every released row is charged to its unit through the server
-// (CALL ldp_charge_external, DBA only) before it reaches the writer: the rows of a part are charged in
-// batches whose ids are JOB/p<part>/b<n>, fixed by the job id and the key order, so a crashed job rerun
-// with the same --job-id over the same rows retries the same batches and the server charges each unit
-// once per release. Units the server refuses (over their budget) are left out and counted.
+// A source table is read in parts along its primary key, any key (ranges of key tuples, so that
+// workers read in parallel), each part in key order; a table without a primary key as one part
+// (dbkey.go). The releases' id is the key, every column of it. When the table is protected (it has a
+// privacy budget), every released row is charged to its unit through the server (CALL
+// ldp_charge_external, DBA only) before it reaches the writer: the rows of a part are charged in
+// batches whose ids are JOB/p<part>/b<n>, fixed by the job id, the parts and the key order, so a
+// crashed job rerun with the same --job-id over the same rows retries the same batches and the server
+// charges each unit once per release. Units the server refuses (over their budget) are left out and
+// counted.
 //
 // The sink writes the releases into a staging table (_ldpsql_etl_<job>) that carries, from its
 // creation, the metadata an ldp_privatize table carries, and renames it to the destination once every
@@ -46,7 +48,8 @@ type DBSource struct {
 	// Features names one packed-vector column (a BLOB of float32s, as LDP_VECTOR makes) or numeric
 	// columns, one feature each, in order.
 	Features []string
-	// Partitions is how many key ranges to read in parallel (default 4).
+	// Partitions is how many key ranges to read in parallel (default 4; a table without a primary key
+	// is read as one).
 	Partitions int
 	// ChargeBatch is the rows of one CALL ldp_charge_external (default 1000).
 	ChargeBatch int
@@ -61,27 +64,23 @@ type DBSink struct {
 // dbPlan is what the driver finds out about a source before the pipeline is built.
 type dbPlan struct {
 	DSN, Database, Table string // the table as the server spells it
-	Key                  string
-	KeyInt               bool
-	Packed               bool     // one packed-vector features column
-	Features             []string // the features columns
-	Label                string
-	Units                []string // the unit columns of a protected table; nil when unprotected
-	Job                  string
-	ChargeBatch          int
-}
-
-// DBPart is rows Lo..Hi (inclusive) of the key, or every row (All).
-type DBPart struct {
-	Index  int
-	Lo, Hi int64
-	All    bool
+	// Key is the primary key's columns in order (nil: the table has none), the releases' id.
+	Key []keyColumn
+	// OrderBy is the ORDER BY list of a part's read ("" for none): the key's, or a protected table's
+	// unit columns' when it has no key (dbkey.go).
+	OrderBy     string
+	Packed      bool     // one packed-vector features column
+	Features    []string // the features columns
+	Label       string
+	Units       []string // the unit columns of a protected table; nil when unprotected
+	Job         string
+	ChargeBatch int
 }
 
 // sinkPlan is the destination and its staging table.
 type sinkPlan struct {
 	DSN, Database, Table, Staging string
-	KeyInt                        bool
+	Key                           []keyColumn // the source's primary key; nil: a generated row_id
 	Label                         bool
 }
 
@@ -143,31 +142,36 @@ func planSource(ctx context.Context, src DBSource, label, job string) (dbPlan, [
 		return p, nil, err
 	}
 	defer db.Close()
-	types := map[string]string{} // by lower-case name
-	rows, err := db.QueryContext(ctx, `SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns
+	info := map[string]columnInfo{} // by lower-case name
+	rows, err := db.QueryContext(ctx, `SELECT table_schema, table_name, column_name, data_type, column_type, collation_name FROM information_schema.columns
 		WHERE lower(table_schema) = lower(?) AND lower(table_name) = lower(?)`, p.Database, p.Table)
 	if err != nil {
 		return p, nil, fmt.Errorf("reading %s.%s's columns: %w", p.Database, p.Table, err)
 	}
-	spelled := map[string]string{}
 	for rows.Next() {
-		var c, t string
-		if err := rows.Scan(&p.Database, &p.Table, &c, &t); err != nil {
+		var c columnInfo
+		var collation sql.NullString
+		if err := rows.Scan(&p.Database, &p.Table, &c.Name, &c.DataType, &c.ColumnType, &collation); err != nil {
 			rows.Close()
 			return p, nil, err
 		}
-		types[strings.ToLower(c)], spelled[strings.ToLower(c)] = strings.ToLower(t), c
+		c.DataType, c.Collation = strings.ToLower(c.DataType), collation.String
+		info[strings.ToLower(c.Name)] = c
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return p, nil, err
 	}
-	if len(types) == 0 {
+	if len(info) == 0 {
 		return p, nil, fmt.Errorf("there is no table %s.%s (or this user may not see it)", p.Database, p.Table)
 	}
+	types := map[string]string{}
+	for n, c := range info {
+		types[n] = c.DataType
+	}
 	column := func(what, c string) (string, error) {
-		if s, ok := spelled[strings.ToLower(c)]; ok {
-			return s, nil
+		if i, ok := info[strings.ToLower(c)]; ok {
+			return i.Name, nil
 		}
 		return "", fmt.Errorf("%s: table %s.%s has no column %q", what, p.Database, p.Table, c)
 	}
@@ -190,16 +194,18 @@ func planSource(ctx context.Context, src DBSource, label, job string) (dbPlan, [
 		}
 	}
 
+	// SHOW KEYS lists a key's columns in their order (Seq_in_index).
 	keys, err := queryStrings(ctx, db, "SHOW KEYS FROM "+p.qualified()+" WHERE Key_name = 'PRIMARY'", 4)
 	if err != nil {
 		return p, nil, fmt.Errorf("reading %s.%s's primary key: %w", p.Database, p.Table, err)
 	}
-	if len(keys) != 1 {
-		return p, nil, fmt.Errorf("table %s.%s has %d primary-key columns: --from-db reads a table with a primary key of one column (its parts are key ranges, its rows' ids the key)",
-			p.Database, p.Table, len(keys))
+	for _, k := range keys {
+		c, ok := info[strings.ToLower(k)]
+		if !ok {
+			return p, nil, fmt.Errorf("%s.%s's primary key names column %q, which information_schema does not list", p.Database, p.Table, k)
+		}
+		p.Key = append(p.Key, c.keyColumn())
 	}
-	p.Key = keys[0]
-	p.KeyInt = strings.HasSuffix(types[strings.ToLower(p.Key)], "int")
 
 	// The ledger: only a DBA may read it. Another user is refused, and then reads the table as any
 	// client does: the server refuses them a protected table's raw rows (the analyst role), so what
@@ -228,39 +234,22 @@ func planSource(ctx context.Context, src DBSource, label, job string) (dbPlan, [
 		}
 	}
 
+	switch {
+	case p.Key != nil:
+		p.OrderBy = orderBy(p.Key)
+	case p.Units != nil:
+		units := make([]keyColumn, len(p.Units))
+		for i, u := range p.Units {
+			units[i] = info[strings.ToLower(u)].keyColumn()
+		}
+		p.OrderBy = orderBy(units)
+	}
 	n := src.Partitions
 	if n <= 0 {
 		n = 4
 	}
-	if !p.KeyInt || n == 1 {
-		return p, []DBPart{{All: true}}, nil
-	}
-	var lo, hi sql.NullInt64
-	if err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT MIN(%s), MAX(%s) FROM %s", quoteIdent(p.Key), quoteIdent(p.Key), p.qualified())).Scan(&lo, &hi); err != nil {
-		return p, nil, fmt.Errorf("reading %s.%s's key range: %w", p.Database, p.Table, err)
-	}
-	if !lo.Valid {
-		return p, []DBPart{{All: true}}, nil // empty
-	}
-	return p, keyRanges(lo.Int64, hi.Int64, n), nil
-}
-
-// keyRanges splits lo..hi into at most n ranges of about equal width (unsigned arithmetic: the span
-// of any two int64s fits in a uint64).
-func keyRanges(lo, hi int64, n int) []DBPart {
-	width := (uint64(hi)-uint64(lo))/uint64(n) + 1
-	var parts []DBPart
-	for from := lo; ; {
-		to := hi
-		if uint64(hi)-uint64(from) >= width {
-			to = int64(uint64(from) + width - 1)
-		}
-		parts = append(parts, DBPart{Index: len(parts), Lo: from, Hi: to})
-		if to == hi {
-			return parts
-		}
-		from = to + 1
-	}
+	parts, err := partition(ctx, db, p, n)
+	return p, parts, err
 }
 
 // queryStrings runs q and returns its first row's cells as text (column col of every row instead,
@@ -297,25 +286,39 @@ func queryStrings(ctx context.Context, db *sql.DB, q string, col int) ([]string,
 	return out, rows.Err()
 }
 
-// readTableFn reads one part of the source, in key order, as Rows: the key as the id, the unit key
-// (a protected table's) and the charge batch the row belongs to.
+// readTableFn reads one part of the source, in key order, as Rows: the key's values as the id, the
+// unit key (a protected table's) and the charge batch the row belongs to.
 type readTableFn struct {
 	Plan dbPlan
 	K    int
-	db   *sql.DB
+
+	db    *sql.DB
+	parts fanIn[Row] // the parts of a bundle, read at once
 }
 
 func (f *readTableFn) Setup() error {
 	var err error
 	f.db, err = sql.Open("mysql", f.Plan.DSN)
+	f.parts.setup()
 	return err
 }
 
 func (f *readTableFn) Teardown() error { return f.db.Close() }
 
 func (f *readTableFn) ProcessElement(ctx context.Context, part DBPart, emit func(Row)) error {
+	return f.parts.start(func(send func(Row)) error { return f.read(ctx, part, send) }, emit)
+}
+
+func (f *readTableFn) FinishBundle(emit func(Row)) error { return f.parts.drain(emit) }
+
+// read reads one part, in order.
+func (f *readTableFn) read(ctx context.Context, part DBPart, emit func(Row)) error {
 	p := f.Plan
-	cols := []string{quoteIdent(p.Key)}
+	var cols []string
+	for _, k := range p.Key {
+		cols = append(cols, quoteIdent(k.Name))
+	}
+	nk := len(cols)
 	for _, c := range p.Features {
 		cols = append(cols, quoteIdent(c))
 	}
@@ -327,10 +330,12 @@ func (f *readTableFn) ProcessElement(ctx context.Context, part DBPart, emit func
 		cols = append(cols, quoteIdent(u))
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), p.qualified())
-	if !part.All {
-		q += fmt.Sprintf(" WHERE %s BETWEEN %d AND %d", quoteIdent(p.Key), part.Lo, part.Hi)
+	if part.Where != "" {
+		q += " WHERE " + part.Where
 	}
-	q += " ORDER BY " + quoteIdent(p.Key)
+	if p.OrderBy != "" {
+		q += " ORDER BY " + p.OrderBy
+	}
 	rows, err := f.db.QueryContext(ctx, q)
 	if err != nil {
 		return fmt.Errorf("reading %s.%s: %w", p.Database, p.Table, err)
@@ -346,14 +351,33 @@ func (f *readTableFn) ProcessElement(ctx context.Context, part DBPart, emit func
 			return fmt.Errorf("reading %s.%s: %w", p.Database, p.Table, err)
 		}
 		countRead.Add(1)
-		r := Row{ID: string(cells[0]), Batch: fmt.Sprintf("%s/p%d/b%d", p.Job, part.Index, n/p.ChargeBatch)}
-		r.Where = fmt.Sprintf("%s.%s row %s = %s", p.Database, p.Table, p.Key, r.ID)
-		if err := f.parse(&r, cells[1:unitAt], cells[unitAt:]); err != nil {
+		r := Row{Batch: fmt.Sprintf("%s/p%d/b%d", p.Job, part.Index, n/p.ChargeBatch)}
+		r.Where = fmt.Sprintf("%s.%s row %d", p.Database, p.Table, n+1)
+		if nk > 0 {
+			r.ID = make([]string, nk)
+			for i := range r.ID {
+				r.ID[i] = string(cells[i])
+			}
+			r.Where = p.rowWhere(r.ID)
+		}
+		if err := f.parse(&r, cells[nk:unitAt], cells[unitAt:]); err != nil {
 			r.Err = r.Where + ": " + err.Error()
 		}
 		emit(r)
 	}
 	return rows.Err()
+}
+
+// rowWhere names a row by its key: "db.t row id = 7", "db.t row (name, n) = (alice, 2)".
+func (p dbPlan) rowWhere(id []string) string {
+	if len(id) == 1 {
+		return fmt.Sprintf("%s.%s row %s = %s", p.Database, p.Table, p.Key[0].Name, id[0])
+	}
+	names := make([]string, len(p.Key))
+	for i, k := range p.Key {
+		names[i] = k.Name
+	}
+	return fmt.Sprintf("%s.%s row (%s) = (%s)", p.Database, p.Table, strings.Join(names, ", "), strings.Join(id, ", "))
 }
 
 // parse reads a row's features, label and unit key from its cells (text, as the server sends them).
@@ -494,8 +518,8 @@ func chargeReleases(s beam.Scope, releases beam.PCollection, plan dbPlan, epsX, 
 // planSink checks the destination (a new table; the mechanism registered on that server with the
 // model the releases are made with, as import-releases checks) and creates the staging table with
 // the metadata, dropping one a crashed try of the same job left.
-func planSink(ctx context.Context, dst DBSink, spec Spec, keyInt bool, source, job string) (sinkPlan, error) {
-	sp := sinkPlan{DSN: dst.DSN, KeyInt: keyInt, Label: spec.Label != ""}
+func planSink(ctx context.Context, dst DBSink, spec Spec, key []keyColumn, source, job string) (sinkPlan, error) {
+	sp := sinkPlan{DSN: dst.DSN, Key: key, Label: spec.Label != ""}
 	var err error
 	if sp.Database, sp.Table, err = tableName(dst.DSN, dst.Table); err != nil {
 		return sp, err
@@ -537,19 +561,32 @@ func planSink(ctx context.Context, dst DBSink, spec Spec, keyInt bool, source, j
 	}
 	meta := client.TableMeta{Source: source, Mechanism: m.Name, Randomiser: rel.Randomiser, Epsilon: rel.Eps, Lambda: 1, EpsX: rel.EpsX, EpsY: rel.EpsY,
 		FeaturesCol: "features", OutputDim: m.OutputDim, OutputSet: desc.OutputSet.Describe(), MechanismSHA256: m.SHA256, ModelSHA256: m.ArtifactSHA256}
-	idType := "VARCHAR(255)"
-	if keyInt {
-		idType = "BIGINT"
+	// The source's key, column for column (as ldp_privatize's destination), or a generated row_id.
+	var defs, keyNames []string
+	for _, k := range key {
+		if n := strings.ToLower(k.Name); n == "features" || n == "label" {
+			return sp, fmt.Errorf("--to-db: the source's key column %s would be the destination's %s column: rename it, or release into files (--out)", k.Name, n)
+		}
+		def := quoteIdent(k.Name) + " " + k.Type
+		if k.Collation != "" {
+			def += " COLLATE " + k.Collation
+		}
+		defs = append(defs, def+" NOT NULL")
+		keyNames = append(keyNames, quoteIdent(k.Name))
 	}
-	defs := "id " + idType + " PRIMARY KEY, features LONGBLOB NOT NULL"
+	if key == nil {
+		defs, keyNames = []string{"row_id BIGINT NOT NULL AUTO_INCREMENT"}, []string{"row_id"}
+	}
+	defs = append(defs, "features LONGBLOB NOT NULL")
 	if sp.Label {
 		meta.Lambda, meta.K, meta.LabelCol = rel.Lambda, rel.K, "label"
-		defs += ", label INT NOT NULL"
+		defs = append(defs, "label INT NOT NULL")
 	}
+	defs = append(defs, "PRIMARY KEY ("+strings.Join(keyNames, ", ")+")")
 	comment, _ := json.Marshal(map[string]any{"ldp_privatize": meta})
 	staging := quoteIdent(sp.Database) + "." + quoteIdent(sp.Staging)
 	// A staging table of this job is what a killed try of it left: its releases never became final.
-	for _, q := range []string{"DROP TABLE IF EXISTS " + staging, fmt.Sprintf("CREATE TABLE %s (%s) COMMENT=%s", staging, defs, quoteString(string(comment)))} {
+	for _, q := range []string{"DROP TABLE IF EXISTS " + staging, fmt.Sprintf("CREATE TABLE %s (%s) COMMENT=%s", staging, strings.Join(defs, ", "), quoteString(string(comment)))} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return sp, fmt.Errorf("--to-db: %w", err)
 		}
@@ -572,11 +609,15 @@ func (f *writeTableFn) Setup() error {
 func (f *writeTableFn) Teardown() error { return f.db.Close() }
 
 func (f *writeTableFn) ProcessElement(ctx context.Context, _ int, rels func(*Release) bool, emit func(Staged)) error {
-	cols := "id, features"
-	if f.Sink.Label {
-		cols += ", label"
+	var cols []string
+	for _, k := range f.Sink.Key {
+		cols = append(cols, quoteIdent(k.Name))
 	}
-	head := fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES ", quoteIdent(f.Sink.Database), quoteIdent(f.Sink.Staging), cols)
+	cols = append(cols, "features")
+	if f.Sink.Label {
+		cols = append(cols, "label")
+	}
+	head := fmt.Sprintf("INSERT INTO %s.%s (%s) VALUES ", quoteIdent(f.Sink.Database), quoteIdent(f.Sink.Staging), strings.Join(cols, ", "))
 	var sb strings.Builder
 	n, pending := 0, 0
 	flush := func() error {
@@ -593,23 +634,24 @@ func (f *writeTableFn) ProcessElement(ctx context.Context, _ int, rels func(*Rel
 	packed := []byte{}
 	var r Release
 	for rels(&r) {
+		if len(r.ID) != len(f.Sink.Key) {
+			return fmt.Errorf("a release has %d key values for the %d key columns", len(r.ID), len(f.Sink.Key))
+		}
 		if pending == 0 {
 			sb.WriteString(head)
 		} else {
 			sb.WriteByte(',')
 		}
-		id := quoteString(r.ID)
-		if f.Sink.KeyInt {
-			if _, err := strconv.ParseInt(r.ID, 10, 64); err != nil {
-				return fmt.Errorf("release id %q is not an integer", r.ID)
-			}
-			id = r.ID
+		sb.WriteByte('(')
+		for i, k := range f.Sink.Key {
+			sb.WriteString(k.literal([]byte(r.ID[i])))
+			sb.WriteString(", ")
 		}
 		packed = packed[:0]
 		for _, v := range r.Z {
 			packed = binary.LittleEndian.AppendUint32(packed, math.Float32bits(v))
 		}
-		fmt.Fprintf(&sb, "(%s, X'%s'", id, hex.EncodeToString(packed))
+		fmt.Fprintf(&sb, "X'%s'", hex.EncodeToString(packed))
 		if f.Sink.Label {
 			fmt.Fprintf(&sb, ", %d", r.Label)
 		}
@@ -676,7 +718,7 @@ func (j Job) dbPipeline(plan dbPlan, parts []DBPart, sink *sinkPlan) (*beam.Pipe
 	read := s.Scope("ldpsql.ReadTable")
 	rows := beam.ParDo(read, &readTableFn{Plan: plan, K: j.Spec.K}, beam.Reshuffle(read, beam.CreateList(read, parts)))
 	releases, bad := PrivatizeWithErrors(s, rows, j.Spec)
-	var counts []beam.PCollection
+	counts := []beam.PCollection{beam.Create(s, Staged{Marker: true, Parts: len(parts)})}
 	if plan.Units != nil {
 		var c beam.PCollection
 		releases, c = chargeReleases(s, releases, plan, rel.EpsX, rel.EpsY)
@@ -686,8 +728,10 @@ func (j Job) dbPipeline(plan dbPlan, parts []DBPart, sink *sinkPlan) (*beam.Pipe
 		writeTable(s, releases, bad, counts, *sink, j.Out)
 	} else {
 		out := j.Out
-		if out.ID == "" {
-			out.ID = plan.Key
+		if out.ID == nil {
+			for _, k := range plan.Key {
+				out.ID = append(out.ID, k.Name)
+			}
 		}
 		writeReleases(s, releases, bad, counts, j.Spec, out)
 	}

@@ -50,14 +50,13 @@ func NewJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Pipeline builds the job's pipeline: ReadRows, PrivatizeWithErrors, WriteReleases.
+// Pipeline builds the job's pipeline: ReadAndPrivatize, WriteReleases.
 func (j Job) Pipeline() *beam.Pipeline {
 	p, s := beam.NewPipelineWithRoot()
-	rows := ReadRows(s, j.In, j.Cols, j.Spec)
-	rel, bad := PrivatizeWithErrors(s, rows, j.Spec)
+	rel, bad := ReadAndPrivatize(s, j.In, j.Cols, j.Spec)
 	out := j.Out
-	if out.ID == "" {
-		out.ID = j.Cols.ID
+	if out.ID == nil && j.Cols.ID != "" {
+		out.ID = []string{j.Cols.ID}
 	}
 	WriteReleases(s, rel, bad, j.Spec, out)
 	return p
@@ -147,7 +146,7 @@ func (j Job) plan(ctx context.Context, sink **sinkPlan) error {
 		return err
 	}
 	if j.To != nil {
-		s, err := planSink(ctx, *j.To, j.Spec, plan.KeyInt, fmt.Sprintf("ldpsql etl job %s from %s.%s", j.ID, plan.Database, plan.Table), j.ID)
+		s, err := planSink(ctx, *j.To, j.Spec, plan.Key, fmt.Sprintf("ldpsql etl job %s from %s.%s", j.ID, plan.Database, plan.Table), j.ID)
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,8 @@ mechanism's declared set and released with the randomiser's noise (crypto/rand) 
 k-RR at (1 − λ)·eps; without --label, the features at eps.
 
 With --from-db the rows come from a table on an ldpsql server over the MySQL protocol (--table; its
-primary key, one column, is the id; an integer key is read in --partitions key ranges in parallel),
+primary key, any columns, is the releases' id, and the table is read in --partitions key ranges in
+parallel; a table without one is read as one part, its releases without an id or with a row_id),
 and with --to-db the releases go into a new table there (--into) with the metadata an ldp_privatize
 table carries, so TRAIN_NOISY_CLASSIFIER trains on it. When the source table is protected (it has a
 privacy budget), the --from-db user must be a DBA: every released row is charged to its unit through
@@ -98,7 +99,7 @@ Examples:
 	envType := fs.String("environment-type", "", "how a remote runner runs the workers: DOCKER (Beam's default), PROCESS, EXTERNAL or LOOPBACK")
 	fromDB := fs.String("from-db", "", "read the rows from an ldpsql server: a DSN, user:pass@tcp(host:port)/db")
 	table := fs.String("table", "", "with --from-db: the table to read (db.table, or a table of the DSN's database)")
-	partitions := fs.Int("partitions", 4, "with --from-db: key ranges read in parallel")
+	partitions := fs.Int("partitions", 4, "with --from-db: key ranges read in parallel (a table without a primary key: one)")
 	chargeBatch := fs.Int("charge-batch", 1000, "with a protected --from-db table: rows charged per call")
 	toDB := fs.String("to-db", "", "write the releases into a new table on an ldpsql server: a DSN")
 	into := fs.String("into", "", "with --to-db: the table to create (db.table, or a table of the DSN's database)")
@@ -188,6 +189,13 @@ Examples:
 	}
 	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %.6g, label %.6g) in %v (%.0f rows/s) on %s: %s\n",
 		sum.Rows, rel.M.File.Name, *eps, rel.EpsX, rel.EpsY, took.Round(time.Millisecond), float64(sum.Rows)/took.Seconds(), *runner, where)
+	if job.From != nil {
+		parts := "parts"
+		if sum.Parts == 1 {
+			parts = "part"
+		}
+		fmt.Fprintf(stdout, "read %s in %d %s\n", *table, sum.Parts, parts)
+	}
 	if sum.RefusedRows > 0 {
 		fmt.Fprintf(stdout, "%d rows of %d units left out: the server refused to charge them (their budget would be exceeded)\n", sum.RefusedRows, sum.RefusedUnits)
 	}

@@ -111,21 +111,23 @@ func (l *Layout) Row(cells []any, where string) (x []float32, id string, label i
 
 // Out are the columns of a release file for layout l and a mechanism of dim outputs (see OutColumns).
 func (l *Layout) Out(dim int) []Column {
-	var id, label string
+	var ids []string
+	var label string
 	if l.IDAt >= 0 {
-		id = l.Cols[l.IDAt].Name
+		ids = []string{l.Cols[l.IDAt].Name}
 	}
 	if l.LabelAt >= 0 {
 		label = l.Cols[l.LabelAt].Name
 	}
-	return OutColumns(id, label, dim)
+	return OutColumns(ids, label, dim)
 }
 
-// OutColumns are the columns of a release file: the id column (KindScalar) if id is not "", z
-// (KindVector of dim values) and the label column (KindInt) if label is not "".
-func OutColumns(id, label string, dim int) []Column {
+// OutColumns are the columns of a release file: the id columns (KindScalar: one, or a table's
+// primary key of several), z (KindVector of dim values) and the label column (KindInt) if label is
+// not "".
+func OutColumns(ids []string, label string, dim int) []Column {
 	var out []Column
-	if id != "" {
+	for _, id := range ids {
 		out = append(out, Column{Name: id, Kind: KindScalar})
 	}
 	out = append(out, Column{Name: "z", Kind: KindVector, Width: dim})
