@@ -286,10 +286,11 @@ func WithWALAutocheckpoint(size string) Option {
 
 // DefaultServerDuckDBThreads is the DuckDB threads a server runs with unless told otherwise (serve
 // --duckdb-threads, bench load): one. With more, a statement's own thread busy-waits (DuckDB's
-// PendingQueryResult polls under a mutex) while a worker thread runs its one small task: under 16
-// concurrent clients on 2 cores that spinning took about a fifth of all CPU, and 25 % more CPU per
-// charged statement, 3–4× per single-row INSERT (bench load). Concurrent clients keep the cores busy
-// anyway; a single large analytical query is what more threads would speed up.
+// PendingQueryResult polls under a mutex) while a worker thread runs its one small task: in bench load
+// on 2 cores that spinning was a fifth of all CPU; with 2 threads a charged statement took 2.1 ms of
+// CPU (16 clients) against 1.6 ms with 1, a grouped single-row INSERT 1.3–1.4 ms (8 writers) against
+// 0.52. Concurrent clients keep the cores busy anyway; a few large analytical queries are what more
+// threads would speed up.
 const DefaultServerDuckDBThreads = 1
 
 // WithDuckDBThreads sets DuckDB's threads (every query's parallelism, and its worker pool); n ≤ 0
