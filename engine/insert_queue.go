@@ -4,7 +4,7 @@ import (
 	"context"
 	gosql "database/sql"
 	"database/sql/driver"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,10 +43,8 @@ type insertQueue struct {
 
 	conn *gosql.Conn // the connection the queue writes on; run's alone
 
-	mu         sync.Mutex
-	queue      []*groupedInsert
-	committing bool // whether run runs
-	batches    int64
+	queue   groupCommit[*groupedInsert]
+	batches atomic.Int64
 }
 
 // commit hands a statement's rows to the queue and returns once they have committed (nil) or failed.
@@ -54,40 +52,21 @@ type insertQueue struct {
 // report a failure for rows that committed.
 func (q *insertQueue) commit(ctx context.Context, t *Table, rows [][]driver.Value) error {
 	ins := &groupedInsert{ctx: ctx, t: t, rows: rows, done: make(chan error, 1)}
-	q.mu.Lock()
-	q.queue = append(q.queue, ins)
-	if !q.committing {
-		q.committing = true
-		go q.run()
-	}
-	q.mu.Unlock()
+	q.queue.add(ins, q.run)
 	return <-ins.done
 }
 
 // run commits the queued statements until the queue is empty; the statements that arrive while a
 // transaction commits wait for the next one.
 func (q *insertQueue) run() {
-	for {
-		q.mu.Lock()
-		batch := q.queue
-		q.queue = nil
-		if len(batch) == 0 {
-			q.committing = false
-			q.mu.Unlock()
-			return
-		}
-		q.batches++
-		q.mu.Unlock()
+	for batch := q.queue.take(); batch != nil; batch = q.queue.take() {
+		q.batches.Add(1)
 		q.commitBatch(batch)
 	}
 }
 
 // transactions is how many shared transactions the queue has run (each holds one or more statements).
-func (q *insertQueue) transactions() int64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.batches
-}
+func (q *insertQueue) transactions() int64 { return q.batches.Load() }
 
 // commitBatch commits batch's statements in one transaction, or, when that fails, each alone.
 func (q *insertQueue) commitBatch(batch []*groupedInsert) {
@@ -170,13 +149,9 @@ func (q *insertQueue) closeConn() {
 
 // close closes the queue's connection, once no statement is left to commit (the engine is closing).
 func (q *insertQueue) close() error {
-	q.mu.Lock()
-	for q.committing {
-		q.mu.Unlock()
+	for !q.queue.idle() {
 		time.Sleep(time.Millisecond)
-		q.mu.Lock()
 	}
-	defer q.mu.Unlock()
 	q.closeConn()
 	return nil
 }
