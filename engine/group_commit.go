@@ -37,6 +37,15 @@ func (g *groupCommit[T]) take() []T {
 	return batch
 }
 
+// more takes the items queued since the last take, possibly none, leaving the committer running.
+func (g *groupCommit[T]) more() []T {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	batch := g.queue
+	g.queue = nil
+	return batch
+}
+
 // queued is how many items wait for the next transaction.
 func (g *groupCommit[T]) queued() int {
 	g.mu.Lock()
