@@ -16,8 +16,8 @@ import (
 // commit lock kept 8 writers near 1,100 rows/s. Now the editor of such a statement (no client
 // transaction, no charges to commit with it, no upsert, at most maxGroupedRows rows, inserts only)
 // holds its rows in memory, and at the statement's end hands them to the engine's insertQueue. The
-// statements that end while a transaction of the queue commits join the next one: one BEGIN, one
-// appender per table for all their rows, one COMMIT, one WAL flush.
+// statements that end while a transaction of the queue commits (or during groupLinger after it) join
+// the next one: one BEGIN, one appender per table for all their rows, one COMMIT, one WAL flush.
 //
 // Each statement stays all or nothing: when the shared transaction fails (one statement's duplicate key
 // or NULL in a NOT NULL column, a conflict with another transaction, a full disk), it is rolled back
@@ -32,8 +32,8 @@ const maxGroupedRows = 64
 // groupLinger is how long the queue waits for more statements before a transaction, when the one before
 // held more than one (several writers). With 8 single-row writers on 2 cores the statements fell into
 // two alternating groups of 4 (one committing while the other ran through GMS); waiting 0.5 ms joins
-// them: 7.3–7.9 statements per transaction, 366–387 µs of CPU per INSERT against 469–495 (bench load
-// --clients 8 --mix insert). A lone writer never waits.
+// most of them: 6.7 statements per transaction, 399–401 µs of CPU per INSERT against 515–518 (bench
+// load --clients 8 --mix insert). A lone writer never waits.
 const groupLinger = 500 * time.Microsecond
 
 // groupedInsert is one statement's rows, waiting in the insert queue.
