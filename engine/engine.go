@@ -153,6 +153,7 @@ func (e *Engine) init(opts []Option) error {
 	p.ledger = e.Ledger
 	e.OnClose(e.Ledger.close)
 	e.OnClose(p.rollbackAll) // before the ledger closes and DuckDB, which a pinned connection holds open
+	e.OnClose(p.inserts.close)
 	if err := e.ensureDefaultDatabase(); err != nil {
 		return err
 	}

@@ -220,9 +220,7 @@ type Ledger struct {
 	closeFold   sync.Once
 	foldStopped chan struct{}
 
-	queueMu    sync.Mutex
-	queue      []*chargeRequest // Charge calls waiting for the next transaction
-	committing bool             // whether commitQueued runs
+	queue groupCommit[*chargeRequest] // Charge calls waiting for the next transaction
 
 	cacheMu sync.RWMutex
 	budgets map[string]Budget     // by TableRef.key()
@@ -513,13 +511,7 @@ func (l *Ledger) Charge(ctx context.Context, releasedBy string, charges []Charge
 	if err != nil {
 		return err
 	}
-	l.queueMu.Lock()
-	l.queue = append(l.queue, req)
-	if !l.committing {
-		l.committing = true
-		go l.commitQueued()
-	}
-	l.queueMu.Unlock()
+	l.queue.add(req, l.commitQueued)
 	// Wait even when ctx is done: the charge may be in a transaction already, and the caller must not
 	// release anything before knowing whether it committed. A transaction takes milliseconds.
 	return <-req.done
@@ -538,21 +530,16 @@ type chargeRequest struct {
 type unitRef struct{ table, unit string }
 
 // commitQueued commits the queued calls, a transaction at a time, until the queue is empty. One runs
-// at a time (queueMu's committing); it takes the queue only once it holds mu, so the calls that arrive
-// while a transaction commits all join the next one.
+// at a time (groupCommit); it takes the queue only once it holds mu, so the calls that arrive while a
+// transaction commits all join the next one.
 func (l *Ledger) commitQueued() {
 	for {
 		l.mu.Lock()
-		l.queueMu.Lock()
-		batch := l.queue
-		l.queue = nil
-		if len(batch) == 0 {
-			l.committing = false
-			l.queueMu.Unlock()
+		batch := l.queue.take()
+		if batch == nil {
 			l.mu.Unlock()
 			return
 		}
-		l.queueMu.Unlock()
 		l.commitBatch(batch)
 		l.mu.Unlock()
 	}

@@ -343,10 +343,7 @@ func queueCharges(t *testing.T, l *Ledger, calls map[string][]Charge, order []st
 	for i, name := range order {
 		go func() { out <- chargeResult{name, l.Charge(context.Background(), "root", calls[name])} }()
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			l.queueMu.Lock()
-			queued := len(l.queue)
-			l.queueMu.Unlock()
-			if queued == i+1 {
+			if l.queue.queued() == i+1 {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -37,6 +37,8 @@ type Provider struct {
 
 	ledger *Ledger
 
+	inserts *insertQueue // group commit of small autocommit INSERTs (insert_queue.go)
+
 	// Set by installServerBoundary: whether a session's user is a DBA (jobsTable), and the grant tables
 	// (jobsForEveryone). nil before: nobody is a DBA, and ldp_jobs needs a grant.
 	isDBA  func(*sql.Context) bool
@@ -59,6 +61,7 @@ func newProvider(db *gosql.DB) (*Provider, error) {
 		databases:  map[string]*Database{},
 		functions:  map[string]sql.Function{},
 		procedures: sql.NewExternalStoredProcedureRegistry(),
+		inserts:    &insertQueue{db: db},
 	}
 	rows, err := db.Query(`SELECT schema_name FROM duckdb_schemas() WHERE database_name = current_database() AND NOT internal`)
 	if err != nil {

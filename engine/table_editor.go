@@ -15,7 +15,9 @@ import (
 )
 
 // tableEditor applies one statement's INSERT, UPDATE, DELETE and REPLACE operations to a DuckDB table
-// inside one DuckDB transaction. Inserts stream through DuckDB's appender (no round trip per row);
+// inside one DuckDB transaction. A small INSERT in autocommit holds its rows until its end and commits
+// them through the engine's insert queue, together with other statements' (insert_queue.go). Larger
+// inserts stream through DuckDB's appender (no round trip per row);
 // updates and deletes run as prepared statements, after the appender is flushed so the order of
 // operations is kept. StatementComplete commits; DiscardChanges rolls back, so a failed statement
 // leaves no partial write. In a session's explicit transaction (transactions.go) the editor writes on
@@ -43,6 +45,10 @@ type tableEditor struct {
 	// checkKeys: an upsert's editor (upsert.go), which inserts row by row after a lookup by key.
 	checkKeys            bool
 	insertSQL, selectSQL *gosql.Stmt
+	// grouped holds the rows of a small autocommit INSERT, converted for DuckDB, until the statement
+	// ends and the insert queue commits them; grouping says the statement still qualifies.
+	grouped  [][]driver.Value
+	grouping bool
 }
 
 var _ sql.TableEditor = (*tableEditor)(nil)
@@ -67,6 +73,7 @@ func newStatementEditor(ctx *sql.Context, t *Table) *tableEditor {
 	if ctx != nil && statementChargesFrom(ctx) != nil {
 		e.stmt = ctx.Context
 	}
+	e.grouping = e.stmt == nil
 	return e
 }
 
@@ -144,6 +151,14 @@ func (e *tableEditor) Close(ctx *sql.Context) error {
 }
 
 func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
+	if rows := e.grouped; rows != nil {
+		e.grouped = nil
+		defer e.t.def.wrote()
+		if !commit {
+			return nil // nothing was written
+		}
+		return e.translate(e.t.db.p.inserts.commit(ctx, e.t, rows))
+	}
 	if e.conn == nil {
 		return nil
 	}
@@ -197,6 +212,56 @@ func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
 	return e.translate(err)
 }
 
+// holdRow keeps row for the insert queue when the statement runs in autocommit, and reports whether it
+// did; when it did not (a client's transaction) the statement writes as it goes from now on.
+func (e *tableEditor) holdRow(ctx *sql.Context, row sql.Row) (bool, error) {
+	if e.grouped == nil {
+		if e.t.db.readOnly {
+			return true, e.t.db.errReadOnly()
+		}
+		if _, conn, err := sessionConn(ctx); err != nil || conn != nil {
+			e.grouping = false
+			return err != nil, err
+		}
+	}
+	vals, err := e.toDuckRow(ctx, row)
+	if err != nil {
+		return true, err
+	}
+	e.grouped = append(e.grouped, vals)
+	return true, e.t.noteInserted(ctx, row)
+}
+
+// writeGrouped writes the rows held for the insert queue into the statement's own transaction, begun
+// (the statement grew past maxGroupedRows, or also updates or deletes): it writes as it goes from now on.
+func (e *tableEditor) writeGrouped() error {
+	e.grouping = false
+	rows := e.grouped
+	e.grouped = nil
+	for _, vals := range rows {
+		if err := e.appendRow(vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendRow appends a converted row through the statement's appender, opened on its transaction's
+// connection at the first row.
+func (e *tableEditor) appendRow(vals []driver.Value) error {
+	if e.appender == nil {
+		err := e.conn.Raw(func(dc any) error {
+			a, err := duckdb.NewAppenderFromConn(duckConn(dc), e.t.db.name, e.t.def.name)
+			e.appender = a
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("opening appender on %q: %w", e.t.def.name, err)
+		}
+	}
+	return e.translate(e.appender.AppendRow(vals...))
+}
+
 func (e *tableEditor) closeAppender() error {
 	if e.appender == nil {
 		return nil
@@ -225,7 +290,15 @@ func (e *tableEditor) toDuckRow(ctx *sql.Context, row sql.Row) ([]driver.Value, 
 
 // Insert implements sql.RowInserter.
 func (e *tableEditor) Insert(ctx *sql.Context, row sql.Row) error {
+	if e.grouping && !e.checkKeys && e.conn == nil && len(e.grouped) < maxGroupedRows {
+		if grouped, err := e.holdRow(ctx, row); grouped || err != nil {
+			return err
+		}
+	}
 	if err := e.begin(ctx); err != nil {
+		return err
+	}
+	if err := e.writeGrouped(); err != nil {
 		return err
 	}
 	vals, err := e.toDuckRow(ctx, row)
@@ -235,18 +308,8 @@ func (e *tableEditor) Insert(ctx *sql.Context, row sql.Row) error {
 	if e.checkKeys {
 		return e.insertChecked(ctx, row, vals)
 	}
-	if e.appender == nil {
-		err := e.conn.Raw(func(dc any) error {
-			a, err := duckdb.NewAppenderFromConn(duckConn(dc), e.t.db.name, e.t.def.name)
-			e.appender = a
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("opening appender on %q: %w", e.t.def.name, err)
-		}
-	}
-	if err := e.appender.AppendRow(vals...); err != nil {
-		return e.translate(err)
+	if err := e.appendRow(vals); err != nil {
+		return err
 	}
 	return e.t.noteInserted(ctx, row)
 }
@@ -305,6 +368,9 @@ func (e *tableEditor) Delete(ctx *sql.Context, row sql.Row) error {
 	if err := e.begin(ctx); err != nil {
 		return err
 	}
+	if err := e.writeGrouped(); err != nil {
+		return err
+	}
 	if err := e.closeAppender(); err != nil {
 		return e.translate(err)
 	}
@@ -331,6 +397,9 @@ func (e *tableEditor) Delete(ctx *sql.Context, row sql.Row) error {
 // Update implements sql.RowUpdater.
 func (e *tableEditor) Update(ctx *sql.Context, old, new sql.Row) error {
 	if err := e.begin(ctx); err != nil {
+		return err
+	}
+	if err := e.writeGrouped(); err != nil {
 		return err
 	}
 	if err := e.closeAppender(); err != nil {

@@ -122,6 +122,7 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	budget := fs.Float64("budget", 1e9, "ε budget per unit of the protected table (statements over it are refused, and counted as errors)")
 	ledgerRows := fs.Int("ledger-rows", 0, "releases recorded in the ledger before the run (of another protected table, over a tenth as many units)")
 	keep := fs.String("db", "", "DuckDB file to create and keep (default: a temporary one, removed)")
+	duckThreads := fs.Int("duckdb-threads", engine.DefaultServerDuckDBThreads, "DuckDB threads, as serve --duckdb-threads (0: one per core)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (server and clients, one process) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -137,6 +138,8 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--duration %s must be > 0", *duration)
 	case *releaseRows < 1 || *units < *releaseRows:
 		return fmt.Errorf("--release-rows %d must be at least 1 and at most --units %d", *releaseRows, *units)
+	case *duckThreads < 0:
+		return fmt.Errorf("--duckdb-threads %d must be ≥ 0", *duckThreads)
 	case *ledgerRows < 0:
 		return fmt.Errorf("--ledger-rows %d must be ≥ 0", *ledgerRows)
 	case !(*budget > 0) || math.IsInf(*budget, 0):
@@ -154,7 +157,7 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	} else if _, err := os.Stat(path); err == nil {
 		return fmt.Errorf("--db %s exists: bench load needs a fresh file", path)
 	}
-	e, err := openEngine(path, udf.Config{})
+	e, err := openEngine(path, udf.Config{}, engine.WithDuckDBThreads(*duckThreads))
 	if err != nil {
 		return err
 	}
@@ -179,8 +182,8 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "ldpsql %s bench load: %d clients × %s over the MySQL protocol on loopback (DuckDB file %s)\n", version, *clients, *duration, path)
-	fmt.Fprintf(stdout, "mix: %s; releases of %d of %d units, 'charge' mode, budget ε %g per unit; %d ledger rows before\n",
-		strings.Join(mixDesc, ", "), *releaseRows, *units, *budget, *ledgerRows)
+	fmt.Fprintf(stdout, "mix: %s; releases of %d of %d units, 'charge' mode, budget ε %g per unit; %d ledger rows before; DuckDB threads %d\n",
+		strings.Join(mixDesc, ", "), *releaseRows, *units, *budget, *ledgerRows, *duckThreads)
 	fmt.Fprintf(stdout, "load average before: %s\n\n", loadAverage())
 
 	conns := make([]*gosql.Conn, *clients)
@@ -201,7 +204,7 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	txBefore := e.Ledger.Transactions()
+	txBefore, insertTxBefore := e.Ledger.Transactions(), e.InsertTransactions()
 	cpuBefore, cpuKnown := processCPU()
 	nextID := atomic.Int64{}
 	nextID.Store(int64(*units))
@@ -221,7 +224,7 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	cpuAfter, _ := processCPU()
 
 	fmt.Fprintf(stdout, "%-14s %8s %9s %9s %9s %7s\n", "kind", "count", "q/s", "p50 ms", "p99 ms", "errors")
-	var all, charged []time.Duration
+	var all, charged, inserts []time.Duration
 	allErrs, chargedErrs := 0, 0
 	var firstErrs []string
 	for k, kind := range loadKinds {
@@ -239,6 +242,9 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		printLoadRow(stdout, kind.name, lat, errs, elapsed)
 		all, allErrs = append(all, lat...), allErrs+errs
+		if kind.name == "insert" {
+			inserts = lat
+		}
 		if kind.eps > 0 {
 			charged, chargedErrs = append(charged, lat...), chargedErrs+errs
 		}
@@ -253,6 +259,10 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	if n := len(charged); n > 0 {
 		tx := e.Ledger.Transactions() - txBefore
 		fmt.Fprintf(stdout, "ledger: %d transactions for %d charged statements (%.1f per transaction)\n", tx, n, float64(n)/float64(max(tx, 1)))
+	}
+	if n := len(inserts); n > 0 {
+		tx := e.InsertTransactions() - insertTxBefore
+		fmt.Fprintf(stdout, "inserts: %d transactions for %d INSERTs (%.1f per transaction)\n", tx, n, float64(n)/float64(max(tx, 1)))
 	}
 	if n := len(all) + allErrs; cpuKnown && n > 0 {
 		// On a loaded machine the rates above measure the share of the CPU the run got; the CPU time

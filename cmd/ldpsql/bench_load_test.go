@@ -16,7 +16,7 @@ func TestBenchLoad(t *testing.T) {
 	if err := benchCmd([]string{"load", "--clients", "3", "--duration", "1s", "--units", "200"}, &out, &errOut); err != nil {
 		t.Fatalf("%v\n%s%s", err, out.String(), errOut.String())
 	}
-	for _, want := range []string{"select ", "insert ", "flip_label ", "rr_frequency ", "laplace ", "charged ", "ledger: ", "ledger audit: exact"} {
+	for _, want := range []string{"select ", "insert ", "flip_label ", "rr_frequency ", "laplace ", "charged ", "ledger: ", "inserts: ", "DuckDB threads 1", "ledger audit: exact"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
 		}
@@ -27,7 +27,7 @@ func TestBenchLoad(t *testing.T) {
 			t.Errorf("the report lacks a CPU time > 0 per statement (%q):\n%s", m, out.String())
 		}
 	}
-	for _, bad := range [][]string{{"load", "--mix", "select,nope"}, {"load", "--mix", "insert=0"}, {"load", "--release-rows", "20", "--units", "10"}} {
+	for _, bad := range [][]string{{"load", "--mix", "select,nope"}, {"load", "--mix", "insert=0"}, {"load", "--release-rows", "20", "--units", "10"}, {"load", "--duckdb-threads", "-1"}} {
 		if err := benchCmd(bad, &out, &errOut); err == nil {
 			t.Errorf("bench %v succeeded", bad)
 		}

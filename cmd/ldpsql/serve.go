@@ -31,9 +31,13 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		"the only directory whose files LOAD_FILE, SELECT … INTO OUTFILE/DUMPFILE and LOAD DATA INFILE may touch, for users with the FILE privilege (created if missing); NULL disables them (default "+engine.DefaultSecureFileDir+" beside --db)")
 	debugAddr := fs.String("debug-addr", "", "loopback address for Go's profiling endpoints (/debug/pprof/); off by default")
 	walCheckpoint := fs.String("wal-autocheckpoint", "", "WAL size at which a commit checkpoints the DuckDB file, e.g. 64MB (default DuckDB's, 16MB)")
+	duckThreads := fs.Int("duckdb-threads", engine.DefaultServerDuckDBThreads, "DuckDB threads (a query's parallelism); 1 suits many concurrent clients (more make each statement busy-wait for its workers), 0 is one per core, for a few large analytical queries")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "on SIGINT or SIGTERM, how long running statements may take to finish before they are cancelled (then the database is checkpointed and closed)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *duckThreads < 0 {
+		return fmt.Errorf("--duckdb-threads %d must be ≥ 0", *duckThreads)
 	}
 	if *debugAddr != "" {
 		addr, err := serveDebug(*debugAddr)
@@ -43,7 +47,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "ldpsql debug endpoints on http://%s/debug/pprof/\n", addr)
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "ldpsql: "+format+"\n", a...) }
-	opts := []engine.Option{engine.WithLog(func(msg string) { fmt.Fprintln(stderr, msg) })}
+	opts := []engine.Option{engine.WithLog(func(msg string) { fmt.Fprintln(stderr, msg) }), engine.WithDuckDBThreads(*duckThreads)}
 	if *walCheckpoint != "" {
 		opts = append(opts, engine.WithWALAutocheckpoint(*walCheckpoint))
 	}
