@@ -53,7 +53,7 @@ MECHANISM is one of
 	sens := fs.Float64("sensitivity", 1, "sensitivity Δ for laplace")
 	seed := fs.Uint64("seed", 0, "seed a deterministic noise source, for a reproducible report (0: the cryptographic source; not for encode:)")
 	db := fs.String("db", engine.DefaultPath, "DuckDB file holding the mechanism (encode: only)")
-	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "randomiser LDP_ENCODE uses (encode: only): "+strings.Join(mechanisms.RandomiserNames(), ", "))
+	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "randomiser LDP_ENCODE uses (encode: only): "+mechanisms.RandomiserNamesText())
 	inputs := fs.String("inputs", "", `candidate inputs as a JSON array of feature vectors (encode: only), e.g. "[[0,1],[1,0]]"`)
 	pilot := fs.Int("pilot", encodeBatch, "releases per candidate to estimate its encoding (encode: only)")
 	// The mechanism may come before or after the flags.
