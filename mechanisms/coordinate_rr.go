@@ -12,6 +12,7 @@ import (
 //
 //  1. each clipped coordinate xᵢ is quantised to its bin
 //     jᵢ = ⌊B(xᵢ − loᵢ)/(hiᵢ − loᵢ)⌋ (the last bin closed), of B equal bins;
+//
 //  2. jᵢ is released by B-ary randomised response at ε/D: kept with
 //     probability 1 − F, otherwise replaced by one of the other B − 1 bins
 //     uniformly (F/(B − 1) each), independently per coordinate, with
