@@ -20,8 +20,8 @@ import (
 // classifier's boundary, fitted on the releases, lies at about 0.425 per feature, above both classes'
 // clean values (0.125 and 0.375), and it calls nearly every clean row class 0 (accuracy about 0.5). EM
 // models the channel (spread's rr channels from the table's metadata) and separates the clean classes.
-// Over 9 fresh releases (crypto noise) EM scored 1.000 on the 1,000 clean test rows and naive LR
-// 0.516–0.584 (its boundary lies beyond the clean class 1, so it sits near chance); the test asks for
+// Over 12 fresh releases (crypto noise) EM scored 1.000 on the 1,000 clean test rows and naive LR
+// 0.515–0.584 (its boundary lies beyond the clean class 1, so it sits near chance); the test asks for
 // EM ≥ 0.85 and a lead of 0.25 in each of 3 releases.
 func TestEMOnRandomisedResponse(t *testing.T) {
 	l := newLedgerEngine(t, buildIdentityPlugin(t))
@@ -61,9 +61,18 @@ func TestEMOnRandomisedResponse(t *testing.T) {
 		return toFloat(t, l.q(fmt.Sprintf("SELECT AVG(PREDICT('%s', f) = y) FROM test_rows", model))[0][0])
 	}
 
+	// LDP_ENCODE takes the randomiser too; a malformed bin count is an error naming the valid range.
+	for _, v := range blobVector(t, l.q("SELECT LDP_ENCODE(LDP_VECTOR(0.1, 0.9, 0.5, 2), 4, 'box', 'rr2')")[0][0]) {
+		if v != 0.25 && v != 0.75 {
+			t.Fatalf("an rr2 release %v is not a bin centre of [0, 1]", v)
+		}
+	}
+	_, err := l.as("root", "SELECT LDP_ENCODE(LDP_VECTOR(0.1, 0.9, 0.5, 2), 4, 'box', 'rr1')")
+	wantErr(t, err, `unknown randomiser "rr1"`, "2 ≤ B ≤ 65536")
+
 	// 'em' needs a channel it can model: Duchi's releases on the same box are refused, naming the objective.
 	l.q("CALL ldp_privatize('raw_rows', 'f', 'y', 'duchi_rows', 8, 0.5, 'box', 'duchi', 2)")
-	_, err := l.as("root", `SELECT TRAIN_NOISY_CLASSIFIER('duchi_rows', '{"objective": "em"}')`)
+	_, err = l.as("root", `SELECT TRAIN_NOISY_CLASSIFIER('duchi_rows', '{"objective": "em"}')`)
 	wantErr(t, err, "objective 'em' models per-coordinate noise", `randomiser "duchi"`)
 
 	for r := range 3 {
