@@ -32,7 +32,7 @@ import (
 // workers inside the transform (JSON), so it holds only data.
 type Spec struct {
 	Mechanism  []byte
-	Randomiser string // "laplace" (default), "duchi" or "privunit"
+	Randomiser string // "laplace" (default), "duchi", "privunit" or "rrB"
 	Eps        float64
 	// Label names the label column; "" releases the features alone at ε.
 	Label  string

@@ -207,7 +207,7 @@ func (m *Mechanism) Encode(rows [][]float32) ([][]float32, error) {
 	return m.enc.Encode(rows)
 }
 
-// Privatise releases each row at eps through the named randomiser ("laplace", "duchi", "privunit"),
+// Privatise releases each row at eps through the named randomiser ("laplace", "duchi", "privunit", "rrB"),
 // drawing the noise from src (mechanisms.NewCryptoSource() for a real release): encode, clip into the
 // declared set, noise. A row whose encoding is not finite is released from the set's centre, as the
 // server does, so which rows fail tells nothing.

@@ -328,7 +328,9 @@ func TestReproQuickCLM(t *testing.T) {
 // data-collection protocol, at reduced size with its default columns. Each table names its columns
 // and experiment and has an ε 10 row of accuracies; columns that differ only in their randomiser share
 // one trained encoder; private-inference's bound is the thesis's 80.7; novel-class's D1 lacks the
-// class; aux-size trains on its η cuts while its pixel baselines privatise every training image.
+// class; aux-size trains on its η cuts while its pixel baselines privatise every training image; barber
+// privatises 500 images of its two classes (no D1) by per-pixel randomised response and prints the
+// per-pixel ε.
 func TestReproAllQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
@@ -354,6 +356,7 @@ func TestReproAllQuick(t *testing.T) {
 		"novel-class":       "| ε | VLM | PrivUnit | Duchi | Laplace |",
 		"private-inference": "| ε | VLM | PrivUnit | Duchi | Laplace | Upper bound |",
 		"randomisers":       "| ε | VLM | VLM + Duchi | VLM + PrivUnit | PCA | PCA + Duchi | PCA + PrivUnit |",
+		"barber":            "| ε | ε_x per pixel | EM, B = 2 | LR, B = 2 | EM, B = 16 | LR, B = 16 |",
 	} {
 		md, err := os.ReadFile(filepath.Join(out, exp, "results.md"))
 		if err != nil {
@@ -368,8 +371,14 @@ func TestReproAllQuick(t *testing.T) {
 		}
 	}
 	index, err := os.ReadFile(filepath.Join(out, "README.md"))
-	if err != nil || strings.Count(string(index), "| `repro ") != 7 {
-		t.Errorf("the index lists not 7 experiments (%v):\n%s", err, index)
+	if err != nil || strings.Count(string(index), "| `repro ") != 8 {
+		t.Errorf("the index lists not 8 experiments (%v):\n%s", err, index)
+	}
+	if md, _ := os.ReadFile(filepath.Join(out, "barber", "results.md")); !strings.Contains(string(md), "| 10 | 0.00893 |") {
+		t.Errorf("repro barber: no per-pixel ε 0.7·10/784 = 0.00893 beside ε 10:\n%s", md)
+	}
+	if l := logs["barber"]; !strings.Contains(l, "loaded t1_d2 (500)") || strings.Contains(l, "loaded t1_d1") || !strings.Contains(l, "classes [0 6] as 0 and 1: 500 test images") {
+		t.Errorf("repro barber: not 500 images of the two classes without a D1:\n%s", l)
 	}
 	if n := strings.Count(logs["randomisers"], "train VLM t1_vlm_e10:"); n != 1 {
 		t.Errorf("repro randomisers: the VLM was trained %d times for three columns that share it:\n%s", n, logs["randomisers"])

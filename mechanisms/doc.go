@@ -14,7 +14,9 @@
 //     outputs to lie in, and [VectorRandomiser] ([NewRandomiser]) a
 //     mechanism that clips into such a set and releases an unbiased noisy
 //     vector: [VectorLaplace], [Duchi] (Duchi et al. 2018) and [PrivUnit]
-//     (PrivUnit₂ + ScalarDP, Bhowmick et al. 2019);
+//     (PrivUnit₂ + ScalarDP, Bhowmick et al. 2019), and for a Box
+//     [CoordinateRR] ("rrB"), randomised response on B bins of each
+//     coordinate at ε/D (Barber's per-pixel randomised response, quantised);
 //   - [WarnerEstimate] and [WarnerStdErr] debias frequencies of
 //     randomised-response reports;
 //   - [Source], [CryptoSource], [NewCryptoSource] and [NewSeededSource] supply

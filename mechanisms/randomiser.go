@@ -1,7 +1,9 @@
 package mechanisms
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -13,7 +15,8 @@ import (
 // Implementations are immutable and safe for concurrent use; concurrency
 // safety of the noise then rests on the Source passed to Randomise.
 type VectorRandomiser interface {
-	// Name returns the mechanism's name: "laplace", "duchi" or "privunit".
+	// Name returns the mechanism's name: "laplace", "duchi", "privunit" or
+	// "rrB" (per-coordinate randomised response on B bins).
 	Name() string
 	// Epsilon returns the privacy parameter ε requested at construction.
 	Epsilon() float64
@@ -24,8 +27,9 @@ type VectorRandomiser interface {
 	// Set returns (a copy of) the output set inputs are clipped into.
 	Set() OutputSet
 	// Randomise clips x into Set() and returns the noisy release, in the
-	// coordinates of the set: an unbiased estimate of the clipped x (all
-	// three mechanisms here are unbiased, up to floating-point rounding).
+	// coordinates of the set: an unbiased estimate of the clipped x for
+	// Laplace, Duchi and PrivUnit (up to floating-point rounding); the
+	// reported bin centres for [CoordinateRR], which are not.
 	// x is not modified. It returns an error wrapping ErrInvalidArgument
 	// if len(x) ≠ Set().Dim() or x has a NaN or ±Inf element, and never
 	// fails for a finite x of the right length, however far outside the
@@ -40,9 +44,33 @@ const (
 	RandomiserPrivUnit = "privunit"
 )
 
-// RandomiserNames returns the names NewRandomiser accepts.
+// RandomiserNames returns the names of the randomisers without parameters,
+// which release any output set. NewRandomiser also accepts "rrB"
+// ([CoordinateRR], B bins), for a [Box] only; [CheckRandomiserName] checks
+// either kind.
 func RandomiserNames() []string {
 	return []string{RandomiserLaplace, RandomiserDuchi, RandomiserPrivUnit}
+}
+
+// RandomiserNamesText lists the names NewRandomiser accepts, for messages.
+func RandomiserNamesText() string {
+	return fmt.Sprintf("%s, or rrB (randomised response per coordinate of a box on B bins, %d ≤ B ≤ %d, e.g. rr2, rr16)",
+		strings.Join(RandomiserNames(), ", "), MinRRBins, MaxRRBins)
+}
+
+// CheckRandomiserName returns an error wrapping ErrInvalidArgument, listing
+// the valid names, unless NewRandomiser knows name.
+func CheckRandomiserName(name string) error {
+	if slices.Contains(RandomiserNames(), name) {
+		return nil
+	}
+	if _, ok := ParseRRName(name); ok {
+		return nil
+	}
+	if digits, ok := strings.CutPrefix(name, RandomiserRRPrefix); ok && digits != "" {
+		return invalid("unknown randomiser %q: randomised response takes rrB with B a whole number of bins, %d ≤ B ≤ %d (e.g. rr2, rr16)", name, MinRRBins, MaxRRBins)
+	}
+	return invalid("unknown randomiser %q; valid names are %s", name, RandomiserNamesText())
 }
 
 // NewRandomiser returns the vector randomiser called name for inputs clipped
@@ -67,7 +95,10 @@ func NewRandomiser(name string, set OutputSet, eps float64) (VectorRandomiser, e
 	case RandomiserPrivUnit:
 		return NewPrivUnit(set, eps)
 	}
-	return nil, invalid("NewRandomiser: unknown randomiser %q; valid names are %s", name, strings.Join(RandomiserNames(), ", "))
+	if bins, ok := ParseRRName(name); ok {
+		return NewCoordinateRR(set, eps, bins)
+	}
+	return nil, fmt.Errorf("NewRandomiser: %w", CheckRandomiserName(name))
 }
 
 // rrMargin is the relative margin by which an rr sampler's flip probability

@@ -387,8 +387,8 @@ func (c *classifiers) checkObjectiveInputs(ctx *sql.Context, tp *trainParams, ta
 			return fmt.Errorf("reading aux_table %s.%s: %w", tp.AuxTable, tp.AuxFeaturesCol, err)
 		}
 	case "em":
-		if tp.Randomiser != mechanisms.RandomiserLaplace {
-			return fmt.Errorf("objective 'em' models per-coordinate Laplace noise; randomiser %q is not supported (use 'forward')", tp.Randomiser)
+		if _, err := emChannels(set, tp.Randomiser, 1); err != nil {
+			return err
 		}
 		if tp.AuxTable != "" {
 			return errors.New("aux_table is only used by objective 'marginal'")
@@ -581,7 +581,7 @@ func (c *classifiers) fit(ctx *sql.Context, fn, table string, tp *trainParams, m
 			return err
 		}
 	case "em":
-		channels, err := laplaceChannels(set, *tp.EpsX)
+		channels, err := emChannels(set, tp.Randomiser, *tp.EpsX)
 		if err != nil {
 			return err
 		}
@@ -623,6 +623,30 @@ func (c *classifiers) store(ctx *sql.Context, fn, table string, tp trainParams, 
 	delete(c.loaded, tp.Model)
 	c.mu.Unlock()
 	return nil
+}
+
+// emChannels describes, as spread's per-feature channels, the noise the randomiser adds on set at
+// epsX: per-coordinate Laplace noise (laplace), or randomised response on B bins of each coordinate
+// of a box at epsX/D (rrB), with the sampler's realised flip probability.
+func emChannels(set mechanisms.OutputSet, randomiser string, epsX float64) ([]spread.Channel, error) {
+	if randomiser == mechanisms.RandomiserLaplace {
+		return laplaceChannels(set, epsX)
+	}
+	bins, ok := mechanisms.ParseRRName(randomiser)
+	box, isBox := set.(mechanisms.Box)
+	if !ok || !isBox {
+		return nil, fmt.Errorf("objective 'em' models per-coordinate noise: Laplace, or randomised response (rrB) on a box mechanism; "+
+			"randomiser %q on a %T output set is not one (use 'forward')", randomiser, set)
+	}
+	rr, err := mechanisms.NewCoordinateRR(box, epsX, bins)
+	if err != nil {
+		return nil, err
+	}
+	ch := make([]spread.Channel, len(box.Lo))
+	for i := range ch {
+		ch[i] = spread.Channel{Kind: spread.KindRR, Lo: box.Lo[i], Hi: box.Hi[i], Bins: bins, FlipProb: rr.FlipProbability()}
+	}
+	return ch, nil
 }
 
 // laplaceChannels describes the per-coordinate Laplace noise the laplace randomiser adds on set.

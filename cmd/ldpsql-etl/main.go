@@ -90,7 +90,7 @@ Examples:
 	k := fs.Int("k", 2, "label classes")
 	eps := fs.Float64("eps", 0, "total ε of each row's release")
 	lambda := fs.Float64("lambda", 0.7, "share of eps for the features when --label is given")
-	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "laplace, duchi or privunit")
+	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "laplace, duchi, privunit or rrB (a box mechanism only: randomised response on B bins per coordinate, e.g. rr2)")
 	out := fs.String("out", "", "output directory (new, or without releases in it)")
 	format := fs.String("format", "parquet", "output format: parquet or csv")
 	shards := fs.Int("shards", 1, "release files to write (each importable on its own)")

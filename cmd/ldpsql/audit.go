@@ -18,7 +18,7 @@ import (
 )
 
 // auditMechanisms are the randomisers `ldpsql audit` knows, in the order `all` runs them.
-var auditMechanisms = []string{"krr", "laplace", "laplace-ball", "laplace-box", "duchi", "privunit"}
+var auditMechanisms = []string{"krr", "laplace", "laplace-ball", "laplace-box", "duchi", "privunit", "rr"}
 
 func auditCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("audit MECHANISM", `Estimate a randomiser's privacy loss from samples and test it against the ε it claims
@@ -34,6 +34,7 @@ MECHANISM is one of
   laplace-box   vector Laplace on the box [0, 1]^dim, ε/dim per coordinate (default dim 4)
   duchi         Duchi et al. on the box [0, 1]^dim (default dim 4)
   privunit      PrivUnit2 + ScalarDP on the ℓ1 ball of radius 1 (default dim 16)
+  rr            randomised response on 4 bins of each coordinate of [0, 1]^dim (rr4), ε/dim each (default dim 2)
   all           every one of the above
   encode:NAME   the registered mechanism NAME in --db, through LDP_ENCODE_JSON itself (its plugin
                 encoder, the host's clip into the recorded set, --randomiser): the inputs are
@@ -53,7 +54,7 @@ MECHANISM is one of
 	sens := fs.Float64("sensitivity", 1, "sensitivity Δ for laplace")
 	seed := fs.Uint64("seed", 0, "seed a deterministic noise source, for a reproducible report (0: the cryptographic source; not for encode:)")
 	db := fs.String("db", engine.DefaultPath, "DuckDB file holding the mechanism (encode: only)")
-	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "randomiser LDP_ENCODE uses (encode: only): "+strings.Join(mechanisms.RandomiserNames(), ", "))
+	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "randomiser LDP_ENCODE uses (encode: only): "+mechanisms.RandomiserNamesText())
 	inputs := fs.String("inputs", "", `candidate inputs as a JSON array of feature vectors (encode: only), e.g. "[[0,1],[1,0]]"`)
 	pilot := fs.Int("pilot", encodeBatch, "releases per candidate to estimate its encoding (encode: only)")
 	// The mechanism may come before or after the flags.
@@ -161,6 +162,8 @@ func auditPlan(name string, eps float64, dim, k int, sens float64) (audit.Mechan
 		return vector(mechanisms.RandomiserDuchi, unitBox(dimOr(4)))
 	case "privunit":
 		return vector(mechanisms.RandomiserPrivUnit, mechanisms.L1Ball{D: dimOr(16), Radius: 1})
+	case "rr":
+		return vector(mechanisms.RRName(4), unitBox(dimOr(2)))
 	}
 	return audit.Mechanism{}, fmt.Errorf("unknown mechanism %q: valid are %s, all, encode:NAME", name, strings.Join(auditMechanisms, ", "))
 }

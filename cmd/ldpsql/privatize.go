@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/ldpsql/ldpsql/client"
 	"github.com/ldpsql/ldpsql/internal/rowfile"
@@ -43,7 +41,7 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 `, stderr)
 	mechPath := fs.String("mechanism", "", "mechanism file (.ldpm)")
 	eps := fs.Float64("eps", 0, "total ε of each row's release")
-	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "laplace, duchi or privunit")
+	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "laplace, duchi, privunit or rrB (a box mechanism only: randomised response on B bins per coordinate, e.g. rr2)")
 	in := fs.String("in", "", "input rows, .csv (with a header) or .parquet: the features (and the --id and --label columns)")
 	out := fs.String("out", "", "output releases, .csv (and OUT.meta.json) or .parquet")
 	idCol := fs.String("id", "", "a column copied to the output as it is (a row id; never privatised)")
@@ -63,8 +61,8 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 	if _, err := rowfile.FormatOf(*out); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	if !slices.Contains(mechanisms.RandomiserNames(), *randomiser) {
-		return fmt.Errorf("--randomiser %q: want one of %s", *randomiser, strings.Join(mechanisms.RandomiserNames(), ", "))
+	if mechanisms.CheckRandomiserName(*randomiser) != nil {
+		return fmt.Errorf("--randomiser %q: want one of %s", *randomiser, mechanisms.RandomiserNamesText())
 	}
 	raw, err := os.ReadFile(*mechPath)
 	if err != nil {

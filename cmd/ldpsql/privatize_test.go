@@ -322,6 +322,10 @@ func TestImportReleasesRefusesBadMetadata(t *testing.T) {
 	pq, cv := filepath.Join(f.dir, "rel.parquet"), filepath.Join(f.dir, "rel.csv")
 	f.privatize(t, f.list, pq)
 	f.privatize(t, f.csv, cv)
+	// Randomised response per coordinate needs a box mechanism; pca4's set is an l1 ball.
+	if out := failCLI(t, "privatize", "--mechanism", f.mech, "--randomiser", "rr2", "--eps", "20", "--in", f.csv, "--out", filepath.Join(f.dir, "rr.csv")); !strings.Contains(out, "needs a Box output set") {
+		t.Errorf("privatize --randomiser rr2 on an l1-ball mechanism: %s", out)
+	}
 	good, _ := os.ReadFile(cv + ".meta.json")
 	edit := func(change func(map[string]any)) string {
 		var m map[string]any
@@ -343,6 +347,7 @@ func TestImportReleasesRefusesBadMetadata(t *testing.T) {
 		{edit(func(m map[string]any) { m["k"] = 1 }), "a label released with k 1"},
 		{edit(func(m map[string]any) { m["mechanism"] = "nope" }), `mechanism "nope", which is not registered`},
 		{edit(func(m map[string]any) { m["randomiser"] = "gauss" }), `randomiser "gauss" is not one of laplace`},
+		{edit(func(m map[string]any) { m["randomiser"] = "rr1" }), `randomiser "rr1" is not one of laplace, duchi, privunit, or rrB`},
 		{"", `has no key-value metadata "ldpsql.releases"`},
 	} {
 		bad := filepath.Join(f.dir, fmt.Sprintf("bad%d.parquet", i))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/ldpsql/ldpsql/client"
@@ -51,8 +50,8 @@ func parseReleaseMeta(data []byte, from string) (releaseMeta, error) {
 		return meta, fmt.Errorf("%s: mechanism_sha256 %q is not a SHA-256 digest", from, meta.SHA256)
 	case !isSHA256(meta.ModelSHA):
 		return meta, fmt.Errorf("%s: model_sha256 %q is not a SHA-256 digest", from, meta.ModelSHA)
-	case !slices.Contains(mechanisms.RandomiserNames(), meta.Randomiser):
-		return meta, fmt.Errorf("%s: randomiser %q is not one of %s", from, meta.Randomiser, strings.Join(mechanisms.RandomiserNames(), ", "))
+	case mechanisms.CheckRandomiserName(meta.Randomiser) != nil:
+		return meta, fmt.Errorf("%s: randomiser %q is not one of %s", from, meta.Randomiser, mechanisms.RandomiserNamesText())
 	case !isEps(meta.Eps):
 		return meta, fmt.Errorf("%s: eps %v is not a release ε", from, meta.Eps)
 	case !isEps(meta.EpsX):

@@ -112,7 +112,7 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 		"vlm_linear: the linear VLM; X_duchi, X_privunit: encoder X's latents through Duchi or PrivUnit; vlm_etaNN: the VLM trained on NN % of the training images)")
 	vlmEpochs := fs.Int("vlm-epochs", 12, "VLM training epochs")
 	clfEpochs := fs.Int("classifier-epochs", 60, "maximum classifier epochs (early stopping on the validation split)")
-	quick := fs.Bool("quick", false, "a reduced run for tests: 3,000/1,500/1,000 images, ε ∈ {2, 10, ∞}, few epochs")
+	quick := fs.Bool("quick", false, "a reduced run for tests: 3,000/1,500/1,000 images, ε ∈ {2, 10, ∞}, few epochs (barber: 500/500 images, ε ∈ {16, 64, ∞}, 50 EM iterations)")
 	seed := fs.Uint64("seed", 1, "seed of the first trial")
 	resume := fs.Bool("resume", false, "keep the finished trials in --out's results.json (same sizes and epochs, every asked mechanism and ε present) and run only the rest, with the seeds they would have had")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -123,12 +123,24 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	}
 	cfg := reproConfig{exp: exp, out: *out, trials: *trials, nAux: 45000, nPriv: 15000, nTest: 10000,
 		vlmEpochs: float64(*vlmEpochs), clfEpochs: float64(*clfEpochs), lambda: 0.7, seed: *seed, quick: *quick}
+	if exp.pair != nil {
+		// No D1 (the box is the pixels' public range); D2 is 2,000 of the two classes' 12,000 training
+		// images (Barber's run has 500: EM fits 784 weights from releases of tiny per-pixel ε), the test
+		// set all 2,000 of their test images.
+		cfg.nAux, cfg.nPriv, cfg.nTest = 0, 2000, 2000
+	}
 	if *quick {
 		cfg.nAux, cfg.nPriv, cfg.nTest = 3000, 1500, 1000
+		if exp.pair != nil {
+			cfg.nAux, cfg.nPriv, cfg.nTest = 0, 500, 500 // Barber's 500 training images
+		}
 		if !flagSet(fs, "eps") {
 			*epsList = "2,10"
 			if strings.Contains(exp.eps, "inf") {
 				*epsList += ",inf"
+			}
+			if exp.quickEps != "" {
+				*epsList = exp.quickEps
 			}
 		}
 		if !flagSet(fs, "vlm-epochs") {
@@ -381,20 +393,20 @@ func runRepro(cfg reproConfig, prev reproResults, log io.Writer, trialDone func(
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(train.Pixels) < cfg.nAux+cfg.nPriv || len(test.Pixels) < cfg.nTest {
-		return nil, 0, fmt.Errorf("Fashion-MNIST at %s has %d training and %d test images; need %d and %d", from,
-			len(train.Pixels), len(test.Pixels), cfg.nAux+cfg.nPriv, cfg.nTest)
+	nTrain, nTest := len(train.Pixels), len(test.Pixels)
+	if pair := cfg.exp.pair; pair != nil {
+		nTrain, nTest = len(ofPair(allRows(nTrain), train.Labels, pair)), len(ofPair(allRows(nTest), test.Labels, pair))
+	}
+	if nTrain < cfg.nAux+cfg.nPriv || nTest < cfg.nTest {
+		return nil, 0, fmt.Errorf("Fashion-MNIST at %s has %d training and %d test images (of the classes used); need %d and %d", from,
+			nTrain, nTest, cfg.nAux+cfg.nPriv, cfg.nTest)
 	}
 	r.logf("Fashion-MNIST from %s; D1 = %d, D2 = %d, test = %d; ε = %v; %d trial(s)", from, cfg.nAux, cfg.nPriv, cfg.nTest, cfg.eps, cfg.trials)
 	if _, err := loadVectors(context.Background(), newEmbedded(e), "fmnist_test", test.Pixels[:cfg.nTest], test.Labels[:cfg.nTest]); err != nil {
 		return nil, 0, err
 	}
 	if c := cfg.exp.novel; c > 0 {
-		idx := make([]int, cfg.nTest)
-		for i := range idx {
-			idx[i] = i
-		}
-		idx = balancedNovel(idx, test.Labels, c)
+		idx := balancedNovel(allRows(cfg.nTest), test.Labels, c)
 		x, y := make([][]float32, len(idx)), make([]int, len(idx))
 		for k, i := range idx {
 			x[k], y[k] = test.Pixels[i], map[bool]int{true: 1, false: 0}[test.Labels[i] == c]
@@ -403,6 +415,17 @@ func runRepro(cfg reproConfig, prev reproResults, log io.Writer, trialDone func(
 			return nil, 0, err
 		}
 		r.logf("novel class %d: %d balanced test images", c, len(idx))
+	}
+	if pair := cfg.exp.pair; pair != nil {
+		idx := ofPair(allRows(len(test.Pixels)), test.Labels, pair)[:cfg.nTest]
+		x, y := make([][]float32, len(idx)), make([]int, len(idx))
+		for k, i := range idx {
+			x[k], y[k] = test.Pixels[i], slices.Index(pair, test.Labels[i])
+		}
+		if _, err := loadVectors(context.Background(), newEmbedded(e), "fmnist_test_pair", x, y); err != nil {
+			return nil, 0, err
+		}
+		r.logf("classes %v as 0 and 1: %d test images", pair, len(idx))
 	}
 	res := reproResults{}
 	for m, byEps := range prev {
@@ -435,6 +458,10 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 	ctx := context.Background()
 	p := fmt.Sprintf("t%d_", seed)
 	perm := rand.New(rand.NewPCG(seed, 0xfa5)).Perm(len(train.Pixels))
+	pair := cfg.exp.pair
+	if pair != nil {
+		perm = ofPair(perm, train.Labels, pair)
+	}
 	n := cfg.nAux + cfg.nPriv
 
 	// The splits, each loaded once: Table 4.1's D1 (unlabelled: its labels are not loaded at all) and
@@ -458,6 +485,9 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 			if novel > 0 {
 				y[k] = map[bool]int{true: 1, false: 0}[y[k] == novel]
 			}
+			if pair != nil {
+				y[k] = slices.Index(pair, y[k])
+			}
 		}
 		if !labelled {
 			y = nil
@@ -477,8 +507,10 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 		if c.eta > 0 && etaSplit(c.eta, n) != cfg.nAux {
 			cut, suffix = etaSplit(c.eta, n), suffix+fmt.Sprintf("_eta%.0f", 100*c.eta)
 		}
-		if d1, err = load(p+"d1"+suffix, perm[:cut], false); err != nil {
-			return "", "", err
+		if cut > 0 { // no D1 when nothing is trained or fitted on one
+			if d1, err = load(p+"d1"+suffix, perm[:cut], false); err != nil {
+				return "", "", err
+			}
 		}
 		if c.allD2 {
 			d2, err = load(p+"d2_all"+suffix, perm[:n], true)
@@ -495,6 +527,9 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 	if novel > 0 {
 		testTable = "fmnist_test_novel"
 	}
+	if pair != nil {
+		testTable = "fmnist_test_pair"
+	}
 	k := cfg.exp.classes()
 
 	// The raw-feature box of the pixel baselines is fitted on Table 4.1's D1.
@@ -505,6 +540,15 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 		}
 	}
 	clfParams := func(model, objective string, extra string) string {
+		if objective == "em" { // spread's own config: iterations, not epochs
+			if cfg.quick {
+				extra += `,"iterations":50`
+			}
+			return fmt.Sprintf(`{"model":"%s","objective":"em","seed":%d%s}`, model, seed, extra)
+		}
+		if pair != nil {
+			extra += `,"hidden":[]` // Barber's baselines are logistic regression
+		}
 		if cfg.quick {
 			extra += `,"restarts":1` // a pipeline test: one start keeps it short
 		}
@@ -531,6 +575,9 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 	encoderFor := func(c reproColumn, eps float64, d1 string) (string, error) {
 		if c.encoder == "box" {
 			return box, nil
+		}
+		if c.encoder == "unitbox" {
+			return r.unitBox(p + "unitbox")
 		}
 		tag := p + c.encoder + "_e" + epsName(eps) + strings.TrimPrefix(d1, p+"d1")
 		if encoders[tag] {
@@ -669,7 +716,18 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 				d2, priv, eps, cfg.lambda, mechanism, c.randomiser, k)); err != nil {
 				return err
 			}
-			if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, priv, clfParams(model, c.objective, extra))); err != nil {
+			objective := c.objective
+			if objective == "naive" {
+				// The releases taken for clean data: a copy without ldp_privatize's metadata, trained on
+				// as raw rows.
+				naive := tag + "_naive"
+				if _, err := r.query(fmt.Sprintf("CREATE TABLE %s AS SELECT features, label FROM %s", naive, priv)); err != nil {
+					return err
+				}
+				priv, objective = naive, "clean"
+				extra += fmt.Sprintf(`,"mechanism":"%s","features_col":"features","label_col":"label","K":%d`, mechanism, k)
+			}
+			if err := r.job("classifier "+model, fmt.Sprintf(`SELECT TRAIN_NOISY_CLASSIFIER('%s', '%s')`, priv, clfParams(model, objective, extra))); err != nil {
 				return err
 			}
 			if cfg.exp.privateTest {
@@ -698,6 +756,39 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 		}
 	}
 	return nil
+}
+
+// unitBox fits the identity mechanism called name on the box [0, 1]^784 (the pixels' public range: a table
+// of an all-zero and an all-one image), once.
+func (r *reproRun) unitBox(name string) (string, error) {
+	if rows, err := r.query(fmt.Sprintf("SELECT COUNT(*) FROM ldpsql_catalog.ldp_mechanisms WHERE name = '%s'", name)); err != nil {
+		return "", err
+	} else if n, _ := toFloat64(rows[0][0]); n > 0 {
+		return name, nil
+	}
+	zero, one := make([]float32, pixels), make([]float32, pixels)
+	for i := range one {
+		one[i] = 1
+	}
+	if _, err := loadVectors(context.Background(), newEmbedded(r.e), name+"_range", [][]float32{zero, one}, nil); err != nil {
+		return "", err
+	}
+	_, err := r.query(fmt.Sprintf("CALL ldp_fit_mechanism('%s', 'identity', '%s_range', 'features', '{}')", name, name))
+	return name, err
+}
+
+// allRows returns 0, …, n−1.
+func allRows(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// ofPair keeps, of the rows idx (in order), those whose label is one of pair.
+func ofPair(idx []int, labels []int, pair []int) []int {
+	return slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return !slices.Contains(pair, labels[i]) })
 }
 
 // balancedNovel keeps, of the rows idx (in order), every one of class c and as many of the others
@@ -784,19 +875,33 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 	if cfg.exp.name != "data-collection" {
 		fmt.Fprintf(&b, "Thesis %s (`ldpsql repro %s`). %s\n\n", cfg.exp.table, cfg.exp.name, cfg.exp.protocol)
 	}
-	fmt.Fprintf(&b, "Thesis Table 4.1 protocol: D1 = %d unlabelled images train the mechanisms; D2 = %d images privatised at total ε with λ = %g "+
-		"(ε_x = λε features, ε_y = (1−λ)ε label by k-RR, K = %d), split 9:1 for classifier training/validation; %d clean test images. "+
-		"VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs) and PCA d = 8 (same l) with the Laplace randomiser and the "+
-		"prior-marginalised classifier (Eq 4.11); Laplace (ε_x/784 per pixel) and Duchi on the raw pixels with the forward-corrected "+
-		"classifier (Eq 4.12). %s%s. Wall time %s.\n\n",
-		cfg.nAux, cfg.nPriv, cfg.lambda, cfg.exp.classes(), cfg.nTest, int(cfg.vlmEpochs), note, map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick],
-		wall.Round(time.Second))
+	if cfg.exp.pair != nil {
+		fmt.Fprintf(&b, "D2 = %d training images of the two classes privatised at total ε with λ = %g (ε_x = λε to the pixels, ε_x/%d "+
+			"per pixel; ε_y = (1−λ)ε to the label by k-RR, K = 2); EM trains on every row, LR keeps 10 %% for early stopping; %d clean "+
+			"test images of the two classes. %s%s. Wall time %s.\n\n",
+			cfg.nPriv, cfg.lambda, pixels, cfg.nTest, note, map[bool]string{true: " (--quick: reduced sizes, 50 EM iterations)", false: ""}[cfg.quick],
+			wall.Round(time.Second))
+	} else {
+		fmt.Fprintf(&b, "Thesis Table 4.1 protocol: D1 = %d unlabelled images train the mechanisms; D2 = %d images privatised at total ε with λ = %g "+
+			"(ε_x = λε features, ε_y = (1−λ)ε label by k-RR, K = %d), split 9:1 for classifier training/validation; %d clean test images. "+
+			"VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs) and PCA d = 8 (same l) with the Laplace randomiser and the "+
+			"prior-marginalised classifier (Eq 4.11); Laplace (ε_x/784 per pixel) and Duchi on the raw pixels with the forward-corrected "+
+			"classifier (Eq 4.12). %s%s. Wall time %s.\n\n",
+			cfg.nAux, cfg.nPriv, cfg.lambda, cfg.exp.classes(), cfg.nTest, int(cfg.vlmEpochs), note, map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick],
+			wall.Round(time.Second))
+	}
 	b.WriteString(columnNotes(cfg.mechs, cfg.quick))
 	b.WriteString("| ε |")
+	if cfg.exp.pair != nil {
+		b.WriteString(" ε_x per pixel |")
+	}
 	for _, m := range cfg.mechs {
 		b.WriteString(" " + mechTitles[m] + " |")
 	}
 	b.WriteString("\n|---|")
+	if cfg.exp.pair != nil {
+		b.WriteString("---|")
+	}
 	for range cfg.mechs {
 		b.WriteString("---|")
 	}
@@ -804,6 +909,9 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 	for i := len(cfg.eps) - 1; i >= 0; i-- {
 		eps := cfg.eps[i]
 		fmt.Fprintf(&b, "| %s |", epsLabel(eps))
+		if cfg.exp.pair != nil {
+			fmt.Fprintf(&b, " %s |", perPixelLabel(cfg, eps))
+		}
 		for _, m := range cfg.mechs {
 			xs := res[m][epsName(eps)]
 			if len(xs) == 0 {
@@ -815,6 +923,14 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// perPixelLabel is the ε of one pixel's release at total ε: λε/784.
+func perPixelLabel(cfg reproConfig, eps float64) string {
+	if math.IsInf(eps, 1) {
+		return "–"
+	}
+	return fmt.Sprintf("%.3g", cfg.lambda*eps/pixels)
 }
 
 func reproJSON(cfg reproConfig, res reproResults, wall time.Duration) any {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,31 @@ func TestReproResumeKeepsFinishedTrials(t *testing.T) {
 	done.trials = 1
 	if _, err := resumeRepro(&done); err == nil || !strings.Contains(err.Error(), "already holds 1") {
 		t.Errorf("a finished run resumed: %v", err)
+	}
+}
+
+// repro barber's columns are the unit box released by rrB and classified by EM or by logistic
+// regression on the releases; its table prints each total ε's per-pixel share (λε/784) and, in its
+// text, the paper's own per-pixel and per-image ε, which ldpsql does not accept.
+func TestReproBarberTable(t *testing.T) {
+	exp, ok := experimentNamed("barber")
+	if !ok || exp.classes() != 2 {
+		t.Fatalf("barber: %v, %+v", ok, exp)
+	}
+	for mech, want := range map[string]reproColumn{
+		"rr2_em":  {encoder: "unitbox", randomiser: "rr2", objective: "em"},
+		"rr16_lr": {encoder: "unitbox", randomiser: "rr16", objective: "naive"},
+	} {
+		if got := columnOf(mech, exp); got != want {
+			t.Errorf("columnOf(%q) = %+v, want %+v", mech, got, want)
+		}
+	}
+	cfg := reproConfig{exp: exp, trials: 1, eps: []float64{8, math.Inf(1)}, mechs: exp.mechs, nPriv: 2000, nTest: 2000, lambda: 0.7}
+	md := reproMarkdown(cfg, reproResults{"rr2_em": {"8": {0.5}, "inf": {0.9}}}, time.Second)
+	for _, want := range []string{"| ε | ε_x per pixel | EM, B = 2 | LR, B = 2 | EM, B = 16 | LR, B = 16 |",
+		"| 8 | 0.00714 | 50.0 | – | – | – |", "| ∞ (no privacy) | – | 90.0 |", "6,069, 5,433, 5,010 and 4,663", "D2 = 2000 training images"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("results.md lacks %q:\n%s", want, md)
+		}
 	}
 }

@@ -268,3 +268,16 @@ func ones(d int) []float64 {
 	}
 	return v
 }
+
+// TestAuditCoordinateRR: per-coordinate randomised response (rr4 on a box, d = 2, ε/2 each): its
+// outputs are finitely many bin centres, each its own event; the full ε is the event that both
+// coordinates report the bins of x (probability (1 − F)² against (F/3)² under the opposite corner).
+// Built for 2ε and claiming ε, it fails.
+func TestAuditCoordinateRR(t *testing.T) {
+	const n = 1_000_000
+	box := mechanisms.Box{Lo: []float64{0, -1}, Hi: []float64{1, 1}}
+	r := must(mechanisms.NewRandomiser(mechanisms.RRName(4), box, 1))
+	wantPass(t, audit(t, must(Vector(r)), n, 321), 0.08)
+	broken := claims{must(mechanisms.NewRandomiser(mechanisms.RRName(4), box, 2)), 1}
+	wantFail(t, audit(t, must(Vector(broken)), n, 322))
+}

@@ -146,9 +146,11 @@ func Vector(r mechanisms.VectorRandomiser) (Mechanism, error) {
 // partitionsFor returns the partitions to audit r at the (clipped) points
 // a and b of its set.
 func partitionsFor(r mechanisms.VectorRandomiser, a, b []float64) ([]Partition, error) {
-	switch r.Name() {
-	case mechanisms.RandomiserDuchi:
+	if _, rr := mechanisms.ParseRRName(r.Name()); rr || r.Name() == mechanisms.RandomiserDuchi {
+		// Finitely many outputs (bin centres, corners): each is its own event.
 		return []Partition{Exact()}, nil
+	}
+	switch r.Name() {
 	case mechanisms.RandomiserPrivUnit:
 		centre, scale := frame(r.Set())
 		u := make([]float64, len(a))
