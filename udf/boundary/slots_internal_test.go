@@ -2,6 +2,7 @@ package boundary
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -44,11 +45,21 @@ func TestEvalInSlotsTimeIsIndependentOfCost(t *testing.T) {
 		}
 		return time.Since(start)
 	}
+	// Never shorter than its slots, on any run; not longer beyond scheduling slack on the fastest of
+	// three: load only adds time (one run took 129 ms for 80 under a load average of 14).
 	for _, cost := range []time.Duration{0, 10 * time.Millisecond, 100 * time.Millisecond} {
-		if took := run(cost); took < 4*slot || took > 4*slot+30*time.Millisecond {
-			t.Errorf("evaluations of %v: 4 slots took %v, want %v", cost, took, 4*slot)
+		fastest := time.Duration(math.MaxInt64)
+		for range 3 {
+			took := run(cost)
+			if took < 4*slot {
+				t.Errorf("evaluations of %v: 4 slots took %v, less than %v", cost, took, 4*slot)
+			}
+			fastest = min(fastest, took)
+			time.Sleep(100 * time.Millisecond) // let a late evaluation end
 		}
-		time.Sleep(100 * time.Millisecond) // let a late evaluation end
+		if fastest > 4*slot+30*time.Millisecond {
+			t.Errorf("evaluations of %v: 4 slots took %v at the fastest of 3, want %v", cost, fastest, 4*slot)
+		}
 	}
 }
 
