@@ -1,6 +1,9 @@
 package engine
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // groupCommit is the queue of a group commit (the ledger's charges, the insert queue's statements): the
 // items that arrive while a transaction commits wait together, to be written in the next one. At most
@@ -9,6 +12,7 @@ type groupCommit[T any] struct {
 	mu      sync.Mutex
 	queue   []T
 	running bool
+	last    int // how many items the committer's last batch held; 0 before its first
 }
 
 // add queues item and, when no committer runs, starts run, which must call take until it returns nil.
@@ -30,6 +34,7 @@ func (g *groupCommit[T]) take() []T {
 	defer g.mu.Unlock()
 	batch := g.queue
 	g.queue = nil
+	g.last = len(batch)
 	if len(batch) == 0 {
 		g.running = false
 		return nil
@@ -37,13 +42,16 @@ func (g *groupCommit[T]) take() []T {
 	return batch
 }
 
-// more takes the items queued since the last take, possibly none, leaving the committer running.
-func (g *groupCommit[T]) more() []T {
+// linger waits d before the committer's next take when its last batch held more than one item: with
+// several clients, those still on their way then join the next transaction, whose cost hardly depends
+// on how many it holds. A lone client (batches of one) never waits.
+func (g *groupCommit[T]) linger(d time.Duration) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	batch := g.queue
-	g.queue = nil
-	return batch
+	several := g.last > 1
+	g.mu.Unlock()
+	if several {
+		time.Sleep(d)
+	}
 }
 
 // queued is how many items wait for the next transaction.

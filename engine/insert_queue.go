@@ -66,13 +66,12 @@ func (q *insertQueue) commit(ctx context.Context, t *Table, rows [][]driver.Valu
 // run commits the queued statements until the queue is empty; the statements that arrive while a
 // transaction commits wait for the next one.
 func (q *insertQueue) run() {
-	last := 0
-	for batch := q.queue.take(); batch != nil; batch = q.queue.take() {
-		if last > 1 {
-			time.Sleep(groupLinger)
-			batch = append(batch, q.queue.more()...)
+	for {
+		q.queue.linger(groupLinger)
+		batch := q.queue.take()
+		if batch == nil {
+			return
 		}
-		last = len(batch)
 		q.batches.Add(1)
 		q.commitBatch(batch)
 	}

@@ -545,18 +545,14 @@ type unitRef struct{ table, unit string }
 // first waits ledgerLinger (without mu, so a write committing its own charges is not held up) for the
 // calls still on their way.
 func (l *Ledger) commitQueued() {
-	last := 0
 	for {
-		if last > 1 {
-			time.Sleep(ledgerLinger)
-		}
+		l.queue.linger(ledgerLinger) // without mu: a write committing its own charges is not held up
 		l.mu.Lock()
 		batch := l.queue.take()
 		if batch == nil {
 			l.mu.Unlock()
 			return
 		}
-		last = len(batch)
 		l.commitBatch(batch)
 		l.mu.Unlock()
 	}
