@@ -100,8 +100,14 @@ func newETLFixture(t *testing.T, tables ...string) *etlFixture {
 // returns its output and error.
 func (f *etlFixture) privatize(t *testing.T, table string, extra ...string) (string, error) {
 	t.Helper()
+	return f.privatizeAt(t, table, 8, extra...)
+}
+
+// privatizeAt is privatize at total ε eps (λ 0.5).
+func (f *etlFixture) privatizeAt(t *testing.T, table string, eps float64, extra ...string) (string, error) {
+	t.Helper()
 	args := append([]string{"privatize", "--mechanism", f.mech, "--from-db", f.dsn, "--table", table, "--features", "f", "--label", "y", "--k", "2",
-		"--eps", "8", "--lambda", "0.5"}, extra...)
+		"--eps", strconv.FormatFloat(eps, 'g', -1, 64), "--lambda", "0.5"}, extra...)
 	out, err := exec.Command(f.etl, args...).CombinedOutput()
 	return string(out), err
 }
@@ -139,10 +145,16 @@ func spentByUnit(t testing.TB, root *sql.DB, table string) map[string]float64 {
 
 // From the server to the server: the rows read in three key ranges, the releases written into a new
 // table with ldp_privatize's metadata, on which TRAIN_NOISY_CLASSIFIER trains a useful classifier.
+//
+// The releases are made at ε 16 (ε_x 8): the classifier's check is that the written releases carry
+// their signal, and 269 releases at ε_x 4 were too few to say so reliably (its clean accuracy ranged
+// 0.54–0.87 over 13 runs, against a majority class of 0.51). At ε_x 8 it was 0.81–0.88 over 38 runs
+// (sd 0.02), so majority + 0.2 is about 5 sd below the lowest, and still far above what releases
+// stripped of their signal reach.
 func TestEtlFromDBToDB(t *testing.T) {
 	f := newETLFixture(t, "people")
-	out, err := f.privatize(t, "people", "--partitions", "3", "--to-db", f.dsn, "--into", "people_released")
-	if err != nil || !strings.Contains(out, `released 269 rows with "pca4" at ε = 8 (features 4, label 4)`) || !strings.Contains(out, "table ldpsql.people_released") {
+	out, err := f.privatizeAt(t, "people", 16, "--partitions", "3", "--to-db", f.dsn, "--into", "people_released")
+	if err != nil || !strings.Contains(out, `released 269 rows with "pca4" at ε = 16 (features 8, label 8)`) || !strings.Contains(out, "table ldpsql.people_released") {
 		t.Fatalf("etl privatize: %v\n%s", err, out)
 	}
 	ids := f.ints(t, "SELECT id FROM people_released ORDER BY id")
@@ -162,7 +174,7 @@ func TestEtlFromDBToDB(t *testing.T) {
 	if err := json.Unmarshal([]byte(comment), &meta); err != nil {
 		t.Fatalf("the comment %q: %v", comment, err)
 	}
-	for k, v := range map[string]any{"mechanism": "pca4", "randomiser": "laplace", "eps": 8.0, "lambda": 0.5, "eps_x": 4.0, "eps_y": 4.0, "K": 2.0,
+	for k, v := range map[string]any{"mechanism": "pca4", "randomiser": "laplace", "eps": 16.0, "lambda": 0.5, "eps_x": 8.0, "eps_y": 8.0, "K": 2.0,
 		"features_col": "features", "label_col": "label", "output_dim": 4.0} {
 		if meta.P[k] != v {
 			t.Errorf("metadata %s = %v, want %v (%s)", k, meta.P[k], v, comment)
@@ -179,7 +191,7 @@ func TestEtlFromDBToDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("classifier trained on the ETL releases: %.3f on the clean aux rows (majority %.3f)", acc, major)
-	if !(acc > major+0.05) {
+	if !(acc > major+0.2) {
 		t.Errorf("accuracy %.3f, majority %.3f", acc, major)
 	}
 	// The destination is new: a second job into it is refused before anything is read.
