@@ -287,9 +287,13 @@ func TestProgressAndCancel(t *testing.T) {
 		t.Fatalf("%d progress calls, want 7", len(got))
 	}
 	for i, p := range got {
-		if p.Epoch != i+1 || p.Epochs != 7 || !(p.Loss > 0) || math.IsInf(p.Loss, 0) {
+		if p.Epoch != i+1 || p.Epochs != 7 || !(p.Loss > 0) || math.IsInf(p.Loss, 0) || !(p.RowsPerSec > 0) {
 			t.Fatalf("progress %d: %+v", i, p)
 		}
+	}
+	// The ETA counts down to zero at the last iteration (it read 0 s throughout before).
+	if !(got[0].ETA > 0) || got[6].ETA != 0 {
+		t.Fatalf("ETA %v at the first iteration, %v at the last", got[0].ETA, got[6].ETA)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0

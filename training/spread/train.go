@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"time"
 
 	"github.com/ldpsql/ldpsql/training/nn"
 )
@@ -41,10 +42,12 @@ func Train(ctx context.Context, cfg Config, d Data, progress func(nn.Progress)) 
 	opt := nn.NewAdam[float64, float64](len(theta), cfg.LR)
 	total := cfg.Iterations * cfg.StepsPerIteration
 	step := 0
+	started := time.Now()
 	for it := range cfg.Iterations {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		iterStart := time.Now()
 		var loglik float64
 		for j := range cfg.StepsPerIteration {
 			r, err := t.pass(ctx, theta, it, j == 0)
@@ -71,7 +74,12 @@ func Train(ctx context.Context, cfg Config, d Data, progress func(nn.Progress)) 
 		t.updatePrior()
 		if progress != nil {
 			// An iteration is the EM model's epoch; its loss is the negated log-likelihood estimate.
-			progress(nn.Progress{Epoch: it + 1, Epochs: cfg.Iterations, Restart: 1, Restarts: 1, Loss: -loglik, ValLoss: math.NaN()})
+			// Its rows/s counts the rows of the iteration's passes; its ETA is the mean iteration so far
+			// times the iterations left.
+			perIter := time.Since(started).Seconds() / float64(it+1)
+			progress(nn.Progress{Epoch: it + 1, Epochs: cfg.Iterations, Restart: 1, Restarts: 1, Loss: -loglik, ValLoss: math.NaN(),
+				RowsPerSec: float64(t.n*cfg.StepsPerIteration) / max(time.Since(iterStart).Seconds(), 1e-9),
+				ETA:        time.Duration(perIter * float64(cfg.Iterations-it-1) * float64(time.Second))})
 		}
 	}
 	return t.model(theta), nil
