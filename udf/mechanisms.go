@@ -113,11 +113,8 @@ func (m *Mechanisms) resolve(ctx context.Context, name string) (*resolvedMechani
 
 // outputSet converts a recorded output set to the randomisers' type.
 func outputSet(d sdk.Description) (mechanisms.OutputSet, error) {
-	switch d.OutputSet.Kind {
-	case sdk.L1BallSet:
-		return mechanisms.L1Ball{D: d.OutputDim, Radius: d.OutputSet.Radius}, nil
-	case sdk.BoxSet:
-		return mechanisms.Box{Lo: d.OutputSet.Lo, Hi: d.OutputSet.Hi}, nil
+	if set, ok := d.RandomiserSet(); ok {
+		return set, nil
 	}
 	return nil, fmt.Errorf("encoder %q declares no output set", d.Name)
 }

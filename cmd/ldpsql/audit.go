@@ -190,13 +190,8 @@ func encodePlan(e *engine.Engine, name, rnd string, eps float64, inputsJSON stri
 	if err := json.Unmarshal(rec.Description, &desc); err != nil {
 		return audit.Mechanism{}, fmt.Errorf("mechanism %q: recorded description: %w", name, err)
 	}
-	var set mechanisms.OutputSet
-	switch desc.OutputSet.Kind {
-	case sdk.L1BallSet:
-		set = mechanisms.L1Ball{D: desc.OutputDim, Radius: desc.OutputSet.Radius}
-	case sdk.BoxSet:
-		set = mechanisms.Box{Lo: desc.OutputSet.Lo, Hi: desc.OutputSet.Hi}
-	default:
+	set, ok := desc.RandomiserSet()
+	if !ok {
 		return audit.Mechanism{}, fmt.Errorf("mechanism %q has no fitted model (no output set): fit one with CALL ldp_fit_mechanism", name)
 	}
 	r, err := mechanisms.NewRandomiser(strings.ToLower(rnd), set, eps)

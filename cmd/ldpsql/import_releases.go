@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ldpsql/ldpsql/internal/rowfile"
+	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/sdk"
 	"github.com/ldpsql/ldpsql/udf"
 )
@@ -95,6 +96,13 @@ count); anything that does not match is an error and nothing is written.`,
 			"release with a file exported from this server's mechanism (ldpsql mechanisms export)", meta.Mechanism, meta.ModelSHA, from, cmp.Or(model, "none"))
 	}
 	set := desc.OutputSet.Describe()
+	// The randomiser named must be one that can release this mechanism's output set (rrB needs a box,
+	// Laplace an ℓ1 ball): releases that no ldpsql randomiser could have made are not imported.
+	if rs, ok := desc.RandomiserSet(); !ok {
+		return fmt.Errorf("mechanism %q has no fitted model (no output set), so no releases were made with it", meta.Mechanism)
+	} else if _, err := mechanisms.NewRandomiser(meta.Randomiser, rs, meta.EpsX); err != nil {
+		return fmt.Errorf("%s: randomiser %q cannot release mechanism %q (output set %s): %w", from, meta.Randomiser, meta.Mechanism, set, err)
+	}
 
 	// Every row is checked before the table is made, so that bad input writes nothing; then the file
 	// is read again into the table, so that memory does not grow with it.

@@ -348,6 +348,8 @@ func TestImportReleasesRefusesBadMetadata(t *testing.T) {
 		{edit(func(m map[string]any) { m["mechanism"] = "nope" }), `mechanism "nope", which is not registered`},
 		{edit(func(m map[string]any) { m["randomiser"] = "gauss" }), `randomiser "gauss" is not one of laplace`},
 		{edit(func(m map[string]any) { m["randomiser"] = "rr1" }), `randomiser "rr1" is not one of laplace, duchi, privunit, or rrB`},
+		// A known randomiser that cannot release pca4's l1 ball (rrB needs a box).
+		{edit(func(m map[string]any) { m["randomiser"] = "rr2" }), `randomiser "rr2" cannot release mechanism "pca4" (output set l1_ball(radius=`},
 		{"", `has no key-value metadata "ldpsql.releases"`},
 	} {
 		bad := filepath.Join(f.dir, fmt.Sprintf("bad%d.parquet", i))

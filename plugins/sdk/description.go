@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/proto/ldpv1"
 )
 
@@ -47,6 +48,19 @@ func L1Ball(radius float64) OutputSet { return OutputSet{Kind: L1BallSet, Radius
 
 // Box returns the set {z : lo[i] ≤ z_i ≤ hi[i]}. It keeps the slices.
 func Box(lo, hi []float64) OutputSet { return OutputSet{Kind: BoxSet, Lo: lo, Hi: hi} }
+
+// RandomiserSet returns the description's output set as the host's randomisers take it
+// (mechanisms.L1Ball of OutputDim coordinates, or mechanisms.Box), and false when it declares none
+// (a mechanism with no fitted model).
+func (d Description) RandomiserSet() (mechanisms.OutputSet, bool) {
+	switch d.OutputSet.Kind {
+	case L1BallSet:
+		return mechanisms.L1Ball{D: d.OutputDim, Radius: d.OutputSet.Radius}, true
+	case BoxSet:
+		return mechanisms.Box{Lo: d.OutputSet.Lo, Hi: d.OutputSet.Hi}, true
+	}
+	return nil, false
+}
 
 // Describe names the set for people: "l1_ball(radius=10)", "box(784 coordinates)" or the kind.
 func (s OutputSet) Describe() string {
