@@ -50,8 +50,9 @@ type insertQueue struct {
 
 	conn *gosql.Conn // the connection the queue writes on; run's alone
 
-	queue   groupCommit[*groupedInsert]
-	batches atomic.Int64
+	queue     groupCommit[*groupedInsert]
+	batches   atomic.Int64
+	appenders atomic.Int64 // appenders flushed: one per table of a transaction
 }
 
 // commit hands a statement's rows to the queue and returns once they have committed (nil) or failed.
@@ -133,16 +134,20 @@ func (q *insertQueue) writeRows(ctx context.Context, batch []*groupedInsert) err
 	if _, err := q.conn.ExecContext(ctx, "BEGIN TRANSACTION"); err != nil {
 		return err
 	}
+	// By the table's definition, not by *Table: every statement resolves a Table value of its own, and
+	// keyed by those the batch had an appender per statement (bench load --clients 8 --mix insert: 6.2
+	// flushes per transaction, half the server's CPU).
 	var tables []*Table
-	byTable := map[*Table][][]driver.Value{}
+	byTable := map[*tableDef][][]driver.Value{}
 	for _, ins := range batch {
-		if _, ok := byTable[ins.t]; !ok {
+		if _, ok := byTable[ins.t.def]; !ok {
 			tables = append(tables, ins.t)
 		}
-		byTable[ins.t] = append(byTable[ins.t], ins.rows...)
+		byTable[ins.t.def] = append(byTable[ins.t.def], ins.rows...)
 	}
 	for _, t := range tables {
-		rows := byTable[t]
+		rows := byTable[t.def]
+		q.appenders.Add(1)
 		if err := appendRows(q.conn, t.db.name, t.def.name, len(rows), func(i int) []driver.Value { return rows[i] }); err != nil {
 			return err
 		}
