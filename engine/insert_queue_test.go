@@ -69,6 +69,33 @@ func TestInsertQueueFailsOnlyTheBadStatement(t *testing.T) {
 	}
 }
 
+// A transaction of the queue appends through one appender per table, however many statements (each
+// with a Table value of its own) it holds.
+func TestInsertQueueOneAppenderPerTable(t *testing.T) {
+	e := openT(t, MemoryPath)
+	defer e.Close()
+	mustQuery(t, e, "CREATE TABLE g (id BIGINT PRIMARY KEY)")
+	mustQuery(t, e, "CREATE TABLE h (id BIGINT PRIMARY KEY)")
+	var batch []*groupedInsert
+	for i, name := range []string{"g", "h", "g", "g", "h"} {
+		batch = append(batch, &groupedInsert{ctx: context.Background(), t: engineTable(t, e, name),
+			rows: [][]driver.Value{{int64(i)}}, done: make(chan error, 1)})
+	}
+	before := e.Provider.inserts.appenders.Load()
+	e.Provider.inserts.commitBatch(batch)
+	for _, ins := range batch {
+		if err := <-ins.done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.Provider.inserts.appenders.Load() - before; n != 2 {
+		t.Fatalf("%d appenders for 5 statements into 2 tables, want 2", n)
+	}
+	if g, h := rowsString(mustQuery(t, e, "SELECT id FROM g ORDER BY id")), rowsString(mustQuery(t, e, "SELECT id FROM h ORDER BY id")); g != "0\n2\n3\n" || h != "1\n4\n" {
+		t.Fatalf("g:\n%sh:\n%s", g, h)
+	}
+}
+
 // Concurrent single-row INSERTs in autocommit commit in shared transactions; every one acknowledged is
 // in the file after a restart, and each duplicate fails alone with MySQL's 1062.
 func TestConcurrentAutocommitInserts(t *testing.T) {
