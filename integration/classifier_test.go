@@ -312,7 +312,7 @@ func TestReproQuickCDP(t *testing.T) {
 // down to 18.9; 16.5 in CI) and 15.1 ± 1.2 % untrained: too close to both.)
 func TestReproQuickCLM(t *testing.T) {
 	md, log := reproQuickColumn(t, "clm")
-	if !strings.Contains(md, "| ε | CLM |") || !strings.Contains(md, "CLM (thesis ch. 5): d = 32") {
+	if !strings.Contains(md, "| ε | CLM |") || !strings.Contains(md, "CLM (thesis ch. 5): d = 8 and l per thesis Table A.3") {
 		t.Errorf("results.md:\n%s", md)
 	}
 	m := regexp.MustCompile(`\| 10 \| ([0-9.]+) \|`).FindStringSubmatch(md)
