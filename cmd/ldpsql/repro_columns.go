@@ -187,16 +187,12 @@ func needsBox(mechs []string, exp *reproExperiment) bool {
 }
 
 // columnNotes are results.md's paragraphs on the columns whose settings Table 4.1's text does not cover.
-func columnNotes(mechs []string, quick bool) string {
+func columnNotes(mechs []string, epochs int) string {
 	var b strings.Builder
 	if slices.Contains(mechs, "clm") {
-		epochs := "default epochs (training/clm)"
-		if quick {
-			epochs = "2 epochs (--quick)"
-		}
-		b.WriteString("CLM (thesis ch. 5): d = 32, l = 5, ε_pre-training per thesis Table B.1 (clean inference), an MLP encoder on image views " +
-			"(padded crop, flip, brightness/contrast), NT-Xent τ = 0.5, " + epochs + ", with the Laplace randomiser and " +
-			"the prior-marginalised classifier like the VLM.\n\n")
+		fmt.Fprintf(&b, "CLM (thesis ch. 5): d = %d and l per thesis Table A.3 (the VLM's latent), ε_pre-training per thesis Table B.1 (clean inference) and %g where it has none (ε ≥ 8), "+
+			"an MLP encoder on image views (padded crop, flip, brightness/contrast), NT-Xent τ = 0.5, %d epochs (the VLM's), with the Laplace "+
+			"randomiser and the prior-marginalised classifier like the VLM.\n\n", reproCLMD, reproCLMWeakNoise, epochs)
 	}
 	if slices.Contains(mechs, "privunit") {
 		b.WriteString("PrivUnit: PrivUnit₂ with ScalarDP (Bhowmick et al. 2019) on the raw pixels' box, classified with the forward-corrected objective.\n\n")
