@@ -153,25 +153,23 @@ func (f *readReleaseFn) ProcessElement(_ context.Context, part FilePart, emit fu
 		}
 		handOn()
 		return err
-	}, func(r released) {
-		for _, rel := range r.rels {
-			emit(rel)
-		}
-		for _, b := range r.bad {
-			emitBad(b)
-		}
-	})
+	}, emitReleased(emit, emitBad))
 }
 
 func (f *readReleaseFn) FinishBundle(emit func(Release), emitBad func(BadRow)) error {
-	return f.parts.drain(func(r released) {
+	return f.parts.drain(emitReleased(emit, emitBad))
+}
+
+// emitReleased emits, on the DoFn's goroutine, what a part's goroutine handed on.
+func emitReleased(emit func(Release), emitBad func(BadRow)) func(released) {
+	return func(r released) {
 		for _, rel := range r.rels {
 			emit(rel)
 		}
 		for _, b := range r.bad {
 			emitBad(b)
 		}
-	})
+	}
 }
 
 // FilePart is rows [From, To) of a Parquet file, or a whole file (Whole).

@@ -546,7 +546,7 @@ type unitRef struct{ table, unit string }
 // calls still on their way.
 func (l *Ledger) commitQueued() {
 	for {
-		l.queue.linger(ledgerLinger) // without mu: a write committing its own charges is not held up
+		l.queue.linger(ledgerLinger)
 		l.mu.Lock()
 		batch := l.queue.take()
 		if batch == nil {
