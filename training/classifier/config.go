@@ -44,8 +44,10 @@ type Config struct {
 	// auxiliary points.
 	BatchSize int `json:"batch_size" conf:"default"`
 	// Patience is the number of epochs without a strict improvement of the
-	// validation objective after which training stops (0: automatic). It
-	// has no effect when the validation split is empty.
+	// validation objective after which training stops (0: automatic), before
+	// AutoMinEpochs only if the split shows the model learning (see the
+	// package documentation). It has no effect when the validation split is
+	// empty.
 	Patience int `json:"patience" conf:"default"`
 	// Restarts is the number of independent starts (initialisation and
 	// shuffling from Seed, Seed+1, …); the start with the best validation

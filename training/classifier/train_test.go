@@ -234,7 +234,10 @@ func TestTableAndRecomputeAgree(t *testing.T) {
 }
 
 func TestProgressAndEarlyStopping(t *testing.T) {
-	data := smallMarginal(5)
+	// smallMarginal(5) with clearer labels (ε_y 4 and 600 validation rows): a split that shows the
+	// model learning, so that early stopping may act before AutoMinEpochs (splitShowsLearning).
+	data := synthSpec{K: 3, D: 4, M: 600, N: 500, NVal: 600, T: 300, Means: randomMeans(5, 3, 4, 2), Sigma: 0.5,
+		L: 5, EpsX: 6, EpsY: 4, Seed: 5}.make()
 	cfg := DefaultConfig()
 	cfg.Epochs, cfg.Patience, cfg.Restarts, cfg.LR = 200, 2, 1, 0.05 // a large rate overfits quickly
 	var ps []nn.Progress
@@ -410,17 +413,23 @@ func TestValidationOwnPriorAndChannel(t *testing.T) {
 
 // TestSmallTableDefaults: a 540-row privatised table (486 training and 54
 // validation rows, as TRAIN_NOISY_CLASSIFIER's 10 % split makes them), K =
-// 10. With the old fixed rule (100 epochs, patience 5 epochs, one start)
-// training stopped after 7–8 epochs (about 30 Adam steps) on half the seeds,
-// at 4–23 % clean accuracy; the automatic rule (patience in steps, restarts
-// chosen by the noisy validation likelihood) reached 53–71 % on every seed
-// (seeds 11–14: old 0.09, 0.64, 0.04, 0.70; new 0.62, 0.68, 0.53, 0.71).
-// Asserted: new ≥ 0.45 on every seed, and its mean ≥ the old rule's + 0.1.
+// 10, at ε_x 6 and ε_y 2: 54 noisy labels rarely show a model beating the
+// class frequencies by two standard errors.
+//
+// The thesis's fixed rule (100 epochs, patience 5 epochs, one start) once
+// stopped after 7–8 epochs (about 30 Adam steps) on half the seeds, at 4–23 %
+// clean accuracy (seeds 11–14: 0.09, 0.64, 0.04, 0.70); early stopping now
+// waits for 100 epochs while the split shows no learning, and it reaches
+// 0.63, 0.78, 0.46, 0.72. The automatic rule (patience in steps, restarts
+// chosen by the noisy validation likelihood) reached 0.62, 0.68, 0.53, 0.71
+// before that wait and 0.62, 0.76, 0.52, 0.74 with it.
+// Asserted: both ≥ 0.45 on every seed (chance 0.1), and the automatic rule's
+// mean ≥ 0.6.
 func TestSmallTableDefaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains eight classifiers")
 	}
-	var sumOld, sumNew float64
+	var sumNew float64
 	seeds := []uint64{11, 12, 13, 14}
 	for _, seed := range seeds {
 		spec := synthSpec{K: 10, D: 8, M: 500, N: 486, NVal: 54, T: 2000, Means: randomMeans(seed+10, 10, 8, 1), Sigma: 0.5,
@@ -438,16 +447,15 @@ func TestSmallTableDefaults(t *testing.T) {
 		}
 		aOld, aNew := accuracy(mOld, data.testX, data.testY), accuracy(mNew, data.testX, data.testY)
 		st := mNew.Stats()
-		t.Logf("seed %d: old rule %.3f (%d epochs), automatic %.3f (%d epochs of %d, patience %d, start %d of %d)",
+		t.Logf("seed %d: fixed rule %.3f (%d epochs), automatic %.3f (%d epochs of %d, patience %d, start %d of %d)",
 			seed, aOld, mOld.Stats().EpochsRun, aNew, st.EpochsRun, st.Epochs, st.Patience, st.BestRestart, st.Restarts)
-		if aNew < 0.45 {
-			t.Errorf("seed %d: clean accuracy %.3f with the automatic rule, want ≥ 0.45 (chance 0.1)", seed, aNew)
+		if aOld < 0.45 || aNew < 0.45 {
+			t.Errorf("seed %d: clean accuracy %.3f with the fixed rule, %.3f with the automatic one, want both ≥ 0.45 (chance 0.1)", seed, aOld, aNew)
 		}
-		sumOld += aOld
 		sumNew += aNew
 	}
-	if n := float64(len(seeds)); sumNew/n < sumOld/n+0.1 {
-		t.Errorf("mean clean accuracy %.3f with the automatic rule, %.3f with the old: want ≥ old + 0.1", sumNew/n, sumOld/n)
+	if mean := sumNew / float64(len(seeds)); mean < 0.6 {
+		t.Errorf("mean clean accuracy %.3f with the automatic rule, want ≥ 0.6", mean)
 	}
 }
 

@@ -53,6 +53,11 @@ type Steps struct {
 	// Keep, if not nil, is called after an epoch that is kept (the best so far): the model saves its
 	// weights.
 	Keep func()
+	// MayStop, if not nil, is asked after the epoch (1-based) with which Patience epochs have passed
+	// without a lower validation loss; false goes on for another Patience epochs. A validation split
+	// too noisy to tell the kept model from a trivial one cannot tell epochs apart either: its lowest
+	// loss falls on an epoch by chance, and stopping there ends training at a random point.
+	MayStop func(epoch int) bool
 }
 
 // SelectZ is the one-sided z of the significance test with which a Loop over per-row validation losses
@@ -139,7 +144,9 @@ func (l Loop) Run(ctx context.Context, n int, s Steps) (Result, error) {
 			keep(epoch, loss, val)
 		default:
 			bad++
-			stop = l.Patience > 0 && bad >= l.Patience
+			if stop = l.Patience > 0 && bad >= l.Patience; stop && s.MayStop != nil && !s.MayStop(epoch) {
+				stop, bad = false, 0
+			}
 			if rows != nil && bestRows != nil && notWorse(rows, bestRows) {
 				keep(epoch, loss, val)
 			}

@@ -80,6 +80,27 @@ func TestLoopEarlyStopping(t *testing.T) {
 	}
 }
 
+// MayStop is asked when patience runs out, with the epoch, and false grants another Patience epochs:
+// a run that patience 2 would end after epoch 3 is refused then and ends after epoch 5, still keeping
+// epoch 1.
+func TestLoopMayStop(t *testing.T) {
+	val := []float64{1, 2, 2, 2, 2, 2, 2}
+	epoch := 0
+	var asked, kept []int
+	res, err := Loop{Epochs: 7, BatchSize: 4, Patience: 2}.Run(context.Background(), 4, Steps{
+		Step:     func([]int) (float64, error) { return 0, nil },
+		Validate: func() float64 { epoch++; return val[epoch-1] },
+		Keep:     func() { kept = append(kept, epoch) },
+		MayStop:  func(e int) bool { asked = append(asked, e); return e >= 4 },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.EpochsRun != 5 || !slices.Equal(asked, []int{3, 5}) || res.BestEpoch != 1 || !slices.Equal(kept, []int{1}) {
+		t.Errorf("result %+v, asked after epochs %v, kept %v; want 5 epochs run, asked after 3 and 5, epoch 1 kept", res, asked, kept)
+	}
+}
+
 // With per-row validation losses the loop keeps the latest epoch not significantly worse than the
 // lowest (paired, SelectZ standard errors): a noisy tie goes to the later epoch, a rise shared by every
 // row does not, nor does a NaN; patience still counts from the lowest epoch.
