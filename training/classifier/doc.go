@@ -196,10 +196,10 @@
 // privatised data, so it is a legitimate private validation criterion.
 // Training stops after Config.Patience epochs without a strict improvement
 // of it, but before AutoMinEpochs (100, the thesis's length) only once the
-// split shows the kept model explaining it better than the class
-// frequencies do (the test behind TrainStats.Warning): a split too noisy
-// for that cannot tell epochs apart either, and its lowest objective falls
-// on an epoch by chance. The weights kept are those of the latest epoch
+// split tells the kept model from predicting the class frequencies (better
+// by the test behind TrainStats.Warning, or significantly worse): a split
+// too noisy for that cannot tell epochs apart either, and its lowest
+// objective falls on an epoch by chance. The weights kept are those of the latest epoch
 // whose validation objective is not significantly above the lowest (a paired test over the
 // validation rows, nn.SelectZ standard errors): a validation split of a
 // few dozen noisy rows cannot tell a barely trained model from a trained one,

@@ -235,7 +235,7 @@ func TestTableAndRecomputeAgree(t *testing.T) {
 
 func TestProgressAndEarlyStopping(t *testing.T) {
 	// smallMarginal(5) with clearer labels (ε_y 4 and 600 validation rows): a split that shows the
-	// model learning, so that early stopping may act before AutoMinEpochs (splitShowsLearning).
+	// model learning, so that early stopping may act before AutoMinEpochs (splitCanJudge).
 	data := synthSpec{K: 3, D: 4, M: 600, N: 500, NVal: 600, T: 300, Means: randomMeans(5, 3, 4, 2), Sigma: 0.5,
 		L: 5, EpsX: 6, EpsY: 4, Seed: 5}.make()
 	cfg := DefaultConfig()
@@ -493,5 +493,36 @@ func TestRestartsKeepTheBestStart(t *testing.T) {
 	}
 	if bestVal[1] == bestVal[2] {
 		t.Errorf("starts 1 and 2 reached the same validation objective %v: not independent", bestVal[1])
+	}
+}
+
+// TestOverfitStopsEarly: inputs of pure noise (200 dimensions, labels independent of them) and a
+// network that memorises the 300 training rows. The validation split shows the model significantly
+// worse than the class frequencies, a verdict it can give, so early stopping acts before
+// AutoMinEpochs (splitCanJudge); a split that could not tell them apart would wait for epoch 100.
+func TestOverfitStopsEarly(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	rows := func(n int) ForwardData {
+		d := ForwardData{X: make([][]float32, n), Labels: make([]int, n)}
+		for i := range d.X {
+			d.X[i] = make([]float32, 200)
+			for j := range d.X[i] {
+				d.X[i][j] = float32(rng.NormFloat64())
+			}
+			d.Labels[i] = rng.IntN(2)
+		}
+		return d
+	}
+	train, val := rows(300), rows(300)
+	train.R = KRRMatrix(math.Inf(1), 2)
+	cfg := DefaultConfig()
+	cfg.Epochs, cfg.Patience, cfg.Restarts, cfg.LR = 300, 5, 1, 0.01
+	m, err := TrainForward(context.Background(), cfg, train, val, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.Stats()
+	if st.EpochsRun >= AutoMinEpochs || st.Warning == "" {
+		t.Errorf("%d epochs run (best %d), warning %q: want a stop before epoch %d and the warning", st.EpochsRun, st.BestEpoch, st.Warning, AutoMinEpochs)
 	}
 }
