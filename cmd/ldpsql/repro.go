@@ -897,13 +897,23 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 			cfg.nPriv, cfg.lambda, pixels, cfg.nTest, note, map[bool]string{true: " (--quick: reduced sizes, 50 EM iterations)", false: ""}[cfg.quick],
 			wall.Round(time.Second))
 	} else {
+		sizes := ""
+		if cfg.exp.novel > 0 {
+			// The sizes above are the splits' before the novel class is taken out of D1 and D2 and the test
+			// images are balanced.
+			sizes = fmt.Sprintf(" (before the novel class's cut: D1 then drops its class-%d images, about a tenth; D2 and the test "+
+				"images keep theirs and as many others, about a fifth)", cfg.exp.novel)
+		}
+		classifiers := "with the Laplace randomiser and the prior-marginalised classifier (Eq 4.11); Laplace (ε_x/784 per pixel) and " +
+			"Duchi on the raw pixels with the forward-corrected classifier (Eq 4.12)"
+		if cfg.exp.novel > 0 || cfg.exp.privateTest {
+			classifiers = "with the Laplace randomiser; every column's classifier as the paragraph above says"
+		}
 		fmt.Fprintf(&b, "Thesis Table 4.1 protocol: D1 = %d unlabelled images train the mechanisms; D2 = %d images privatised at total ε with λ = %g "+
-			"(ε_x = λε features, ε_y = (1−λ)ε label by k-RR, K = %d), split 9:1 for classifier training/validation; %d clean test images. "+
-			"VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs) and PCA d = 8 (same l) with the Laplace randomiser and the "+
-			"prior-marginalised classifier (Eq 4.11); Laplace (ε_x/784 per pixel) and Duchi on the raw pixels with the forward-corrected "+
-			"classifier (Eq 4.12). %s%s. Wall time %s.\n\n",
-			cfg.nAux, cfg.nPriv, cfg.lambda, cfg.exp.classes(), cfg.nTest, int(cfg.vlmEpochs), note, map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick],
-			wall.Round(time.Second))
+			"(ε_x = λε features, ε_y = (1−λ)ε label by k-RR, K = %d), split 9:1 for classifier training/validation; %d clean test images%s. "+
+			"VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs) and PCA d = 8 (same l) %s. %s%s. Wall time %s.\n\n",
+			cfg.nAux, cfg.nPriv, cfg.lambda, cfg.exp.classes(), cfg.nTest, sizes, int(cfg.vlmEpochs), classifiers, note,
+			map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick], wall.Round(time.Second))
 	}
 	b.WriteString(columnNotes(cfg.mechs, int(cfg.vlmEpochs)))
 	b.WriteString("| ε |")
