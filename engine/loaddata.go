@@ -119,8 +119,10 @@ type loadSet struct {
 //
 // GMS's planbuilder appends each SET column that is not in the column list to ColNames (and nil
 // entries to UserVars) after the file's fields: the file's fields are the user variables and the
-// column names before those. (A column both in the list and SET is taken as appended: its field's value
-// would be overwritten by the SET anyway, but such a file then has one field too many.)
+// column names before those. How many were appended follows from UserVars, which the planbuilder makes
+// max(columns of the table, entries of the list) long before appending (appendedSetColumns); where
+// the list is longer than the table, the trailing SET columns are taken as appended (a column both in
+// the list and SET, listed last, then makes the file's records one field too many).
 func loadFields(ctx *sql.Context, ld *plan.LoadData, schema sql.Schema) (cols []int, vars []string, sets []loadSet, ok bool, err error) {
 	for i, e := range ld.SetExprs {
 		if e == nil {
@@ -153,19 +155,24 @@ func loadFields(ctx *sql.Context, ld *plan.LoadData, schema sql.Schema) (cols []
 		return cols, vars, nil, true, nil
 	}
 	names := ld.ColNames
-	isSet := func(name string) bool {
-		i := schema.IndexOfColName(name)
-		return i >= 0 && ld.SetExprs != nil && ld.SetExprs[i] != nil
-	}
-	for len(names) > 0 && isSet(names[len(names)-1]) {
-		names = names[:len(names)-1]
-	}
-	fields := len(names)
+	nVars := 0
 	for _, v := range ld.UserVars {
 		if v != nil {
-			fields++
+			nVars++
 		}
 	}
+	if appended, exact := appendedSetColumns(len(schema), len(names), nVars, len(ld.UserVars)); exact {
+		names = names[:len(names)-appended]
+	} else {
+		isSet := func(name string) bool {
+			i := schema.IndexOfColName(name)
+			return i >= 0 && ld.SetExprs != nil && ld.SetExprs[i] != nil
+		}
+		for len(names) > 0 && isSet(names[len(names)-1]) {
+			names = names[:len(names)-1]
+		}
+	}
+	fields := len(names) + nVars
 	if fields > len(ld.UserVars) {
 		return nil, nil, nil, false, nil
 	}
@@ -191,6 +198,18 @@ func loadFields(ctx *sql.Context, ld *plan.LoadData, schema sql.Schema) (cols []
 		cols, vars = append(cols, i), append(vars, "")
 	}
 	return cols, vars, sets, true, nil
+}
+
+// appendedSetColumns returns how many of a LOAD DATA's names (ColNames) the planbuilder appended for
+// SET columns missing from the list, from the table's width, the names, the list's user variables and
+// UserVars's length: UserVars = max(width, listed names + variables) + appended. exact is false where
+// the list is longer than the table, as UserVars's length then does not depend on what was appended.
+func appendedSetColumns(width, names, vars, userVars int) (appended int, exact bool) {
+	appended = userVars - width
+	if appended < 0 || appended > names || names-appended+vars > width {
+		return 0, false
+	}
+	return appended, true
 }
 
 type loadDupMode int

@@ -47,4 +47,20 @@ func TestLoadDataSetAndUserVariables(t *testing.T) {
 	if got := must("SELECT id, x, b, y FROM w ORDER BY id"); got != "[[1 8 7 1] [2 9 8 hello2] [3 10 9 z3]]" {
 		t.Errorf("after LOAD DATA with SET over a column: %s", got)
 	}
+	// A listed column may also be a SET target, listed last or not, beside a SET column that is not
+	// listed: the file still has one field per listed name (this was error 1262, a field too many).
+	for _, c := range []struct{ list, data string }{
+		{"(id, @a, b, y) SET y = UPPER(y), x = @a", "1,2.5,7,a\n2,3,8,b\n"},
+		{"(id, @a, b, y) SET y = 'A', x = @a", "1,2.5,7,a\n2,3,8,A\n"},
+		{"(id, y, @a, b) SET x = @a, y = UPPER(y)", "1,a,2.5,7\n2,b,3,8\n"},
+	} {
+		must("DELETE FROM w")
+		if _, err := q(fmt.Sprintf("LOAD DATA INFILE '%s' INTO TABLE w FIELDS TERMINATED BY ',' %s", file("listed_set.csv", c.data), c.list)); err != nil {
+			t.Errorf("%s: %v", c.list, err)
+			continue
+		}
+		if got := must("SELECT id, x, b, y FROM w ORDER BY id"); got != "[[1 2.5 7 A] [2 3 8 B]]" && !(strings.Contains(c.list, "'A'") && got == "[[1 2.5 7 A] [2 3 8 A]]") {
+			t.Errorf("%s: %s", c.list, got)
+		}
+	}
 }
