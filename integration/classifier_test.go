@@ -396,3 +396,43 @@ func TestReproAllQuick(t *testing.T) {
 		}
 	}
 }
+
+// TestReproCLMQuick runs `ldpsql repro clm --quick --eps 10`: thesis Tables 5.1–5.3 for the CLM on
+// Fashion-MNIST, each on its experiment's protocol, with the CLM first and the VLM beside it; the CLM
+// trains once per table (its columns with other randomisers share nothing with it), Table 5.2's D1 lacks
+// the novel class, and Table 5.3 prints the bound.
+func TestReproCLMQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	out := t.TempDir()
+	cmd := exec.Command(ldpsqlBin, "repro", "clm", "--dataset", "fashion-mnist", "--quick", "--eps", "10", "--out", out)
+	cmd.Dir = ".."
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldpsql repro clm --quick: %v\n%s", err, b)
+	}
+	cell := regexp.MustCompile(`(?m)^\| 10 \|( [0-9.]+ \|)+$`)
+	for dir, header := range map[string]string{
+		"table-5.1": "| ε | CLM | VLM | PCA | PrivUnit | Duchi | Laplace |",
+		"table-5.2": "| ε | CLM | VLM | PrivUnit | Duchi | Laplace |",
+		"table-5.3": "| ε | CLM | VLM | PrivUnit | Duchi | Laplace | Upper bound |",
+	} {
+		md, err := os.ReadFile(filepath.Join(out, dir, "results.md"))
+		if err != nil || !strings.Contains(string(md), header) || !cell.Match(md) {
+			t.Errorf("%s: results.md lacks %q or an ε 10 row of accuracies (%v):\n%s", dir, header, err, md)
+		}
+	}
+	log := string(b)
+	for _, want := range []string{"train CLM t1_clm_e10:", "loaded t1_d1_novel", "== repro private-inference"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+	if md, _ := os.ReadFile(filepath.Join(out, "table-5.3", "results.md")); !regexp.MustCompile(`\| 80\.7 \|`).Match(md) {
+		t.Errorf("table 5.3: the bound at ε_test = 7 is not the thesis's 80.7:\n%s", md)
+	}
+	if index, err := os.ReadFile(filepath.Join(out, "README.md")); err != nil || strings.Count(string(index), "| `repro ") != 3 {
+		t.Errorf("the index lists not 3 tables (%v):\n%s", err, index)
+	}
+}

@@ -97,12 +97,15 @@ func reproCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) >= 1 && args[0] == "all" {
 		return reproAllCmd(args[1:], stdout, stderr)
 	}
+	if len(args) >= 1 && args[0] == "clm" {
+		return reproCLMCmd(args[1:], stdout, stderr)
+	}
 	var exp *reproExperiment
 	if len(args) >= 1 {
 		exp, _ = experimentNamed(args[0])
 	}
 	if exp == nil {
-		return fmt.Errorf("usage: ldpsql repro %s|all --dataset fashion-mnist [--out DIR] [--trials N] [--quick]\n"+
+		return fmt.Errorf("usage: ldpsql repro %s|all|clm --dataset fashion-mnist [--out DIR] [--trials N] [--quick]\n"+
 			"       ldpsql repro task-aware --dataset breast-cancer [--out DIR] [--trials N] [--epochs N] [--eps LIST]", strings.Join(experimentNames(), "|"))
 	}
 	fs := newFlagSet("repro "+exp.name, fmt.Sprintf(`Run the thesis's %s experiment end to end through the SQL functions and jobs, with the

@@ -192,7 +192,7 @@ func columnNotes(mechs []string, epochs int) string {
 	if slices.Contains(mechs, "clm") {
 		fmt.Fprintf(&b, "CLM (thesis ch. 5): d = %d and l per thesis Table A.3 (the VLM's latent), ε_pre-training per thesis Table B.1 (clean inference) and %g where it has none (ε ≥ 8), "+
 			"an MLP encoder on image views (padded crop, flip, brightness/contrast), NT-Xent τ = 0.5, %d epochs (the VLM's), with the Laplace "+
-			"randomiser and the prior-marginalised classifier like the VLM.\n\n", reproCLMD, reproCLMWeakNoise, epochs)
+			"randomiser, classified like the VLM.\n\n", reproCLMD, reproCLMWeakNoise, epochs)
 	}
 	if slices.Contains(mechs, "privunit") {
 		b.WriteString("PrivUnit: PrivUnit₂ with ScalarDP (Bhowmick et al. 2019) on the raw pixels' box, classified with the forward-corrected objective.\n\n")
@@ -204,17 +204,51 @@ func columnNotes(mechs []string, epochs int) string {
 func etaSplit(eta float64, n int) int { return int(math.Round(eta * float64(n))) }
 
 // reproAllCmd runs every experiment of the data-collection protocol, one after another, each into
-// its own directory under --out, and writes an index (README.md) of what ran and where.
+// --out/NAME with its default columns, and writes an index README.md.
 func reproAllCmd(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("repro all", "Run every experiment of the data-collection protocol ("+strings.Join(experimentNames(), ", ")+
+	var runs []reproSeriesRun
+	for _, exp := range reproExperiments {
+		runs = append(runs, reproSeriesRun{dir: exp.name, exp: exp.name, table: exp.table})
+	}
+	return reproSeries("repro all", "Run every experiment of the data-collection protocol ("+strings.Join(experimentNames(), ", ")+
 		"), each into --out/NAME, with the flags given (every other flag at each experiment's default).",
-		"  bin/ldpsql repro all --dataset fashion-mnist --quick --out /tmp/repro-all\n", stderr)
+		"  bin/ldpsql repro all --dataset fashion-mnist --quick --out /tmp/repro-all\n", "repro-all",
+		"\nNot here: `repro task-aware` (its own protocol, WDBC).\n", runs, args, stdout, stderr)
+}
+
+// reproCLMColumns are the columns of thesis Tables 5.1–5.3 (CLM, PrivUnit, Duchi, Laplace), with the
+// VLM beside the CLM (#14's comparison) and PCA in Table 5.1 (the baseline a learnt encoder must beat).
+const reproCLMColumns = "clm,vlm,privunit,duchi,laplace"
+
+// reproCLMCmd runs the thesis's chapter-5 tables for the CLM on Fashion-MNIST (no CIFAR-10 here): Table
+// 5.1 on data-collection's protocol, 5.2 on novel-class's, 5.3 on private-inference's, each into
+// --out/table-5.N.
+func reproCLMCmd(args []string, stdout, stderr io.Writer) error {
+	runs := []reproSeriesRun{
+		{dir: "table-5.1", exp: "data-collection", table: "Table 5.1", mechanisms: "clm,vlm,pca,privunit,duchi,laplace"},
+		{dir: "table-5.2", exp: "novel-class", table: "Table 5.2", mechanisms: reproCLMColumns},
+		{dir: "table-5.3", exp: "private-inference", table: "Table 5.3", mechanisms: reproCLMColumns + ",bound"},
+	}
+	return reproSeries("repro clm", "Run thesis Tables 5.1 (data collection), 5.2 (novel class) and 5.3 (privatised test points) for the "+
+		"contrastive Laplace mechanism on Fashion-MNIST (the thesis's CIFAR-10 is not available here), with the VLM, PrivUnit, Duchi and "+
+		"Laplace beside it (and PCA in Table 5.1), each into --out/table-5.N on the protocol of repro data-collection, novel-class and "+
+		"private-inference.", "  bin/ldpsql repro clm --dataset fashion-mnist --trials 3 --out repro-clm\n", "repro-clm", "", runs, args, stdout, stderr)
+}
+
+// reproSeriesRun is one experiment of a series: repro EXP into --out/DIR, with its default columns or
+// the given ones.
+type reproSeriesRun struct{ dir, exp, table, mechanisms string }
+
+// reproSeries runs a series of repro experiments with the shared flags and writes the index README.md.
+func reproSeries(name, about, example, defaultOut, footer string, runs []reproSeriesRun, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet(name, about, example, stderr)
 	dataset := fs.String("dataset", "fashion-mnist", "data set (fashion-mnist)")
-	out := fs.String("out", "repro-all", "directory holding one directory per experiment and an index README.md")
+	out := fs.String("out", defaultOut, "directory holding one directory per experiment and an index README.md")
 	trials := fs.Int("trials", 1, "independent trials of each experiment")
 	quick := fs.Bool("quick", false, "the reduced run of each experiment")
 	eps := fs.String("eps", "", "total ε values for every experiment (default: each experiment's own)")
 	seed := fs.Uint64("seed", 1, "seed of the first trial")
+	vlmEpochs := fs.Int("vlm-epochs", 0, "training epochs of the VLM (and the CLM) in every experiment (default: each experiment's own)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -222,24 +256,31 @@ func reproAllCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var index strings.Builder
-	index.WriteString("# ldpsql repro all\n\n| experiment | thesis | results | wall time |\n|---|---|---|---|\n")
-	for _, exp := range reproExperiments {
-		dir := filepath.Join(*out, exp.name)
-		a := []string{exp.name, "--dataset", *dataset, "--out", dir, "--trials", strconv.Itoa(*trials), "--seed", strconv.FormatUint(*seed, 10)}
+	fmt.Fprintf(&index, "# ldpsql %s\n\n| experiment | thesis | results | wall time |\n|---|---|---|---|\n", name)
+	for _, run := range runs {
+		a := []string{run.exp, "--dataset", *dataset, "--out", filepath.Join(*out, run.dir), "--trials", strconv.Itoa(*trials),
+			"--seed", strconv.FormatUint(*seed, 10)}
+		if run.mechanisms != "" {
+			a = append(a, "--mechanisms", run.mechanisms)
+		}
 		if *quick {
 			a = append(a, "--quick")
 		}
 		if *eps != "" {
 			a = append(a, "--eps", *eps)
 		}
+		if *vlmEpochs > 0 {
+			a = append(a, "--vlm-epochs", strconv.Itoa(*vlmEpochs))
+		}
 		fmt.Fprintf(stderr, "== repro %s\n", strings.Join(a, " "))
 		start := time.Now()
 		if err := reproCmd(a, io.Discard, stderr); err != nil {
-			return fmt.Errorf("repro %s: %w", exp.name, err)
+			return fmt.Errorf("repro %s: %w", run.exp, err)
 		}
-		fmt.Fprintf(&index, "| `repro %s` | %s | [%s/results.md](%s/results.md) | %s |\n", exp.name, exp.table, exp.name, exp.name, time.Since(start).Round(time.Second))
+		fmt.Fprintf(&index, "| `repro %s` | %s | [%s/results.md](%s/results.md) | %s |\n", strings.Join(a[:1], " "), run.table, run.dir, run.dir,
+			time.Since(start).Round(time.Second))
 	}
-	index.WriteString("\nNot here: `repro task-aware` (its own protocol, WDBC).\n")
+	index.WriteString(footer)
 	if err := os.WriteFile(filepath.Join(*out, "README.md"), []byte(index.String()), 0o644); err != nil {
 		return err
 	}
