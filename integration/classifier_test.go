@@ -336,13 +336,7 @@ func TestReproAllQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	out := t.TempDir()
-	cmd := exec.Command(ldpsqlBin, "repro", "all", "--dataset", "fashion-mnist", "--quick", "--eps", "10", "--out", out)
-	cmd.Dir = ".."
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("ldpsql repro all --quick: %v\n%s", err, b)
-	}
+	out, b := runReproSeries(t, "all")
 	logs := map[string]string{} // each experiment's part of the log
 	for _, part := range strings.Split(string(b), "== repro ")[1:] {
 		name, _, _ := strings.Cut(part, " ")
@@ -405,13 +399,7 @@ func TestReproCLMQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	out := t.TempDir()
-	cmd := exec.Command(ldpsqlBin, "repro", "clm", "--dataset", "fashion-mnist", "--quick", "--eps", "10", "--out", out)
-	cmd.Dir = ".."
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("ldpsql repro clm --quick: %v\n%s", err, b)
-	}
+	out, b := runReproSeries(t, "clm")
 	cell := regexp.MustCompile(`(?m)^\| 10 \|( [0-9.]+ \|)+$`)
 	for dir, header := range map[string]string{
 		"table-5.1": "| ε | CLM | VLM | PCA | PrivUnit | Duchi | Laplace |",
@@ -435,4 +423,18 @@ func TestReproCLMQuick(t *testing.T) {
 	if index, err := os.ReadFile(filepath.Join(out, "README.md")); err != nil || strings.Count(string(index), "| `repro ") != 3 {
 		t.Errorf("the index lists not 3 tables (%v):\n%s", err, index)
 	}
+}
+
+// runReproSeries runs `ldpsql repro NAME --quick --eps 10` (all or clm) into a temporary directory and
+// returns it and the command's output.
+func runReproSeries(t *testing.T, name string) (out string, log []byte) {
+	t.Helper()
+	out = t.TempDir()
+	cmd := exec.Command(ldpsqlBin, "repro", name, "--dataset", "fashion-mnist", "--quick", "--eps", "10", "--out", out)
+	cmd.Dir = ".."
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldpsql repro %s --quick: %v\n%s", name, err, b)
+	}
+	return out, b
 }
