@@ -392,9 +392,9 @@ func TestReproAllQuick(t *testing.T) {
 }
 
 // TestReproCLMQuick runs `ldpsql repro clm --quick --eps 10`: thesis Tables 5.1–5.3 for the CLM on
-// Fashion-MNIST, each on its experiment's protocol, with the CLM first and the VLM beside it; the CLM
-// trains once per table (its columns with other randomisers share nothing with it), Table 5.2's D1 lacks
-// the novel class, and Table 5.3 prints the bound.
+// Fashion-MNIST, each on its experiment's protocol, with the CLM first and the VLM beside it: every
+// table has its columns and an ε 10 row, the CLM is trained, Table 5.2's D1 lacks the novel class,
+// Table 5.3 prints the bound, and the index lists the three tables.
 func TestReproCLMQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")

@@ -277,7 +277,7 @@ func reproSeries(name, about, example, defaultOut, footer string, runs []reproSe
 		if err := reproCmd(a, io.Discard, stderr); err != nil {
 			return fmt.Errorf("repro %s: %w", run.exp, err)
 		}
-		fmt.Fprintf(&index, "| `repro %s` | %s | [%s/results.md](%s/results.md) | %s |\n", strings.Join(a[:1], " "), run.table, run.dir, run.dir,
+		fmt.Fprintf(&index, "| `repro %s` | %s | [%s/results.md](%s/results.md) | %s |\n", run.exp, run.table, run.dir, run.dir,
 			time.Since(start).Round(time.Second))
 	}
 	index.WriteString(footer)

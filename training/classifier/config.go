@@ -45,9 +45,9 @@ type Config struct {
 	BatchSize int `json:"batch_size" conf:"default"`
 	// Patience is the number of epochs without a strict improvement of the
 	// validation objective after which training stops (0: automatic), before
-	// AutoMinEpochs only if the split shows the model learning (see the
-	// package documentation). It has no effect when the validation split is
-	// empty.
+	// AutoMinEpochs only once the split tells the model from predicting the
+	// class frequencies (see the package documentation). It has no effect
+	// when the validation split is empty.
 	Patience int `json:"patience" conf:"default"`
 	// Restarts is the number of independent starts (initialisation and
 	// shuffling from Seed, Seed+1, …); the start with the best validation

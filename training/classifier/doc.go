@@ -199,9 +199,10 @@
 // split tells the kept model from predicting the class frequencies (better
 // by the test behind TrainStats.Warning, or significantly worse): a split
 // too noisy for that cannot tell epochs apart either, and its lowest
-// objective falls on an epoch by chance. The weights kept are those of the latest epoch
-// whose validation objective is not significantly above the lowest (a paired test over the
-// validation rows, nn.SelectZ standard errors): a validation split of a
+// objective falls on an epoch by chance. The weights kept are those of the
+// latest epoch whose validation objective is not significantly above the
+// lowest (a paired test over the validation rows, nn.SelectZ standard
+// errors): a validation split of a
 // few dozen noisy rows cannot tell a barely trained model from a trained one,
 // and the plain lowest then sometimes kept the first epoch's, which predicts
 // the majority class. Without a validation split every epoch is run and the

@@ -420,7 +420,7 @@ func TestValidationOwnPriorAndChannel(t *testing.T) {
 // stopped after 7–8 epochs (about 30 Adam steps) on half the seeds, at 4–23 %
 // clean accuracy (seeds 11–14: 0.09, 0.64, 0.04, 0.70); early stopping now
 // waits for 100 epochs while the split shows no learning, and it reaches
-// 0.63, 0.78, 0.46, 0.72. The automatic rule (patience in steps, restarts
+// 0.64, 0.78, 0.46, 0.72. The automatic rule (patience in steps, restarts
 // chosen by the noisy validation likelihood) reached 0.62, 0.68, 0.53, 0.71
 // before that wait and 0.62, 0.76, 0.52, 0.74 with it.
 // Asserted: both ≥ 0.45 on every seed (chance 0.1), and the automatic rule's

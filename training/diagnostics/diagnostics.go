@@ -376,7 +376,7 @@ func judge(rep *Report) {
 	}
 	if rep.MSEPrivate != nil && *rep.MSEMean > 0 && *rep.MSEPrivate > (1-ExplainedMin)**rep.MSEMean {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("at eps = %g the privatised reconstruction (MSE %.4g) is hardly better than the mean of the rows (MSE %.4g; it explains under %g of it): "+
-			"one release says little about its own row, as LDP intends; classifiers and aggregates over many releases can still do well (on Fashion-MNIST at eps 4–6, 50–66 %% accuracy with this note)",
+			"one release says little about its own row, as LDP intends; classifiers and aggregates over many releases can still do well",
 			rep.Eps, *rep.MSEPrivate, *rep.MSEMean, ExplainedMin))
 	}
 }
