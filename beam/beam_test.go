@@ -21,7 +21,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	_ "github.com/duckdb/duckdb-go/v2"
 	"gonum.org/v1/gonum/stat"
 
@@ -412,7 +411,7 @@ func TestFailedJobLeavesNoOutput(t *testing.T) {
 	if !beam.Initialized() {
 		beam.Init()
 	}
-	_, err := prism.Execute(context.Background(), job.Pipeline())
+	err := Job{}.run(context.Background(), job.Pipeline())
 	if err == nil {
 		t.Fatal("the job succeeded")
 	}
@@ -457,7 +456,7 @@ func TestFlipLabel(t *testing.T) {
 	flipped := FlipLabel(s, beam.CreateList(s, labels), eps, k)
 	counts := beam.ParDo(s, &countClassesFn{}, beam.GroupByKey(s, beam.AddFixedKey(s, flipped)))
 	beam.ParDo0(s, &checkClassesFn{N: n, K: k, Eps: eps}, counts)
-	if _, err := prism.Execute(context.Background(), p); err != nil {
+	if err := (Job{}).run(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
 	if len(seenClasses) != k {
@@ -499,4 +498,30 @@ func (f checkClassesFn) ProcessElement(c []int) error {
 		}
 	}
 	return nil
+}
+
+// Beam leaves an empty beamloopbackworker-* file in the temporary directory after every loopback run
+// (loopback.go); a job removes its own and leaves everyone else's.
+func TestJobLeavesNoLoopbackFile(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	others := filepath.Join(tmp, "beamloopbackworker-another-process")
+	if err := os.WriteFile(others, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rows, labels := wdbc(t)
+	dir := t.TempDir()
+	writeCSV(t, filepath.Join(dir, "rows.csv"), rows[:50], labels[:50], 0, 1)
+	job := Job{In: filepath.Join(dir, "rows.csv"), Cols: Columns{ID: "id", Label: "y"},
+		Spec: Spec{Mechanism: pcaFile(t, rows), Eps: 4, Label: "y", K: 2, Lambda: 0.7}, Out: Output{Dir: filepath.Join(dir, "out")}}
+	for i := 0; i < 2; i++ {
+		if _, err := Run(context.Background(), job); err != nil {
+			t.Fatal(err)
+		}
+		job.Out.Dir += "x"
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "beamloopbackworker-*"))
+	if !slices.Equal(left, []string{others}) {
+		t.Errorf("temporary directory holds %v after two jobs, want only %s", left, others)
+	}
 }

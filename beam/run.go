@@ -160,10 +160,13 @@ func (j Job) plan(ctx context.Context, sink **sinkPlan) error {
 }
 
 // run runs p on the job's runner.
-func (j Job) run(ctx context.Context, p *beam.Pipeline) (err error) {
+func (j Job) run(ctx context.Context, p *beam.Pipeline) error {
 	switch j.Runner {
 	case "", "prism":
-		_, err = prism.Execute(ctx, p)
+		return withoutLoopbackLeftovers(func() error {
+			_, err := prism.Execute(ctx, p)
+			return err
+		})
 	case "flink", "spark", "universal":
 		if j.Endpoint == "" {
 			return fmt.Errorf("runner %s needs a job server's endpoint", j.Runner)
@@ -179,11 +182,13 @@ func (j Job) run(ctx context.Context, p *beam.Pipeline) (err error) {
 				*jobopts.WorkerBinary = self
 			}
 		}
-		_, err = beam.Run(ctx, j.Runner, p)
+		return withoutLoopbackLeftovers(func() error {
+			_, err := beam.Run(ctx, j.Runner, p)
+			return err
+		})
 	default:
 		return fmt.Errorf("runner %q: want prism, flink, spark or universal", j.Runner)
 	}
-	return err
 }
 
 func isURL(s string) bool {
