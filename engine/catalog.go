@@ -165,10 +165,13 @@ func (c *Catalog) mechanisms(ctx context.Context, name string) ([]Mechanism, err
 	return out, rows.Err()
 }
 
-// RepinPlugin updates the pinned digest of every mechanism that runs the binary at path. Only for the
-// built-in plugins, which ship with ldpsql and are re-pinned when ldpsql is rebuilt.
-func (c *Catalog) RepinPlugin(ctx context.Context, path, sha256 string) error {
-	_, err := c.db.ExecContext(ctx, `UPDATE `+CatalogSchema+`.ldp_mechanisms SET sha256 = ? WHERE path = ?`, sha256, path)
+// RepinBuiltin points every mechanism that runs built-in plugin name, at its old path or its new
+// one, at the new path and digest. Only for the built-in plugins, which ship with ldpsql: they are
+// re-pinned when ldpsql is rebuilt (a new digest) or installed in another directory (a new path).
+// A mechanism of an external plugin (plugin "external") or at another path is left as it is.
+func (c *Catalog) RepinBuiltin(ctx context.Context, name, oldPath, path, sha256 string) error {
+	_, err := c.db.ExecContext(ctx, `UPDATE `+CatalogSchema+`.ldp_mechanisms SET path = ?, sha256 = ?
+		WHERE plugin = ? AND path IN (?, ?)`, path, sha256, name, oldPath, path)
 	return err
 }
 

@@ -189,8 +189,12 @@ func registerBuiltins(ctx context.Context, cat *engine.Catalog, dir string, logf
 			logf("built-in plugin %s at %s has SHA-256 %s, but this ldpsql was built with %s: not registered (rebuild with scripts/build.sh)", name, path, digest, pinned)
 			continue
 		}
-		if rec, err := cat.Mechanism(ctx, name); err == nil && rec.Path == path && rec.SHA256 == digest {
-			continue // registered and unchanged
+		oldPath := path
+		if rec, err := cat.Mechanism(ctx, name); err == nil {
+			if rec.Path == path && rec.SHA256 == digest {
+				continue // registered and unchanged
+			}
+			oldPath = rec.Path // ldpsql was installed elsewhere before: its trained mechanisms follow
 		}
 		desc, err := host.Handshake(ctx, path, digest)
 		if err != nil {
@@ -204,10 +208,13 @@ func registerBuiltins(ctx context.Context, cat *engine.Catalog, dir string, logf
 			Description: raw, RegisteredBy: "ldpsql (built-in)", RegisteredAt: time.Now()}); err != nil {
 			return err
 		}
-		if err := cat.RepinPlugin(ctx, path, digest); err != nil {
+		if err := cat.RepinBuiltin(ctx, name, oldPath, path, digest); err != nil {
 			return err
 		}
 		logf("registered built-in plugin %s (%s, sha256 %s)", name, path, digest[:12])
+		if oldPath != path {
+			logf("built-in plugin %s moved from %s: the mechanisms that ran it there now run it at %s", name, oldPath, path)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,74 @@
+package udf_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ldpsql/ldpsql/engine"
+	"github.com/ldpsql/ldpsql/plugins/host"
+	"github.com/ldpsql/ldpsql/udf"
+)
+
+// An installation moved to another directory keeps its trained mechanisms: at start the built-in
+// plugins are registered at their new path, and the mechanisms fitted with them follow, while a
+// mechanism of an external plugin stays where it was registered.
+func TestMovedInstallKeepsTrainedMechanisms(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "moved.duckdb")
+	oldDir := buildPlugins(t, "identity")
+	external := filepath.Join(t.TempDir(), "my-encoder")
+	raw, err := os.ReadFile(filepath.Join(oldDir, udf.BuiltinPlugins["identity"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(external, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := host.Digest(external)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(dir string) (*ledgerT, []string) {
+		e, err := engine.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logged []string
+		if _, err := udf.Install(e, udf.Config{PluginDir: dir, Logf: func(f string, a ...any) { logged = append(logged, f) }}); err != nil {
+			t.Fatal(err)
+		}
+		return &ledgerT{t: t, e: e}, logged
+	}
+
+	l, _ := open(oldDir)
+	l.q("CREATE TABLE aux (id INT PRIMARY KEY, f LONGBLOB)")
+	l.q("INSERT INTO aux VALUES (1, LDP_VECTOR(0.1, 0.9)), (2, LDP_VECTOR(0.4, 0.2))")
+	l.q(`CALL ldp_fit_mechanism('box', 'identity', 'aux', 'f', '{}')`)
+	l.q(`CALL ldp_register_mechanism('mine', '` + external + `', '` + digest + `')`)
+	l.q("SELECT LDP_ENCODE(f, 1, 'box') FROM aux")
+	l.e.Close()
+
+	newDir := t.TempDir()
+	if err := os.Rename(filepath.Join(oldDir, udf.BuiltinPlugins["identity"]), filepath.Join(newDir, udf.BuiltinPlugins["identity"])); err != nil {
+		t.Fatal(err)
+	}
+	l, logged := open(newDir)
+	defer l.e.Close()
+	if got := l.q("SELECT LDP_ENCODE(f, 1, 'box') FROM aux"); len(got) != 2 {
+		t.Fatalf("%d releases after the move, want 2", len(got))
+	}
+	box, err := l.e.Catalog.Mechanism(ctx, "box")
+	if err != nil || filepath.Dir(box.Path) != newDir {
+		t.Errorf("the fitted mechanism runs %q after the move (%v), want a plugin in %s", box.Path, err, newDir)
+	}
+	mine, err := l.e.Catalog.Mechanism(ctx, "mine")
+	if err != nil || mine.Path != external {
+		t.Errorf("the external mechanism runs %q after the move (%v), want %s", mine.Path, err, external)
+	}
+	if !slices.Contains(logged, "built-in plugin %s moved from %s: the mechanisms that ran it there now run it at %s") {
+		t.Errorf("the move is not logged: %q", logged)
+	}
+}
