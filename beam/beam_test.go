@@ -525,3 +525,40 @@ func TestJobLeavesNoLoopbackFile(t *testing.T) {
 		t.Errorf("temporary directory holds %v after two jobs, want only %s", left, others)
 	}
 }
+
+// A job's releases travel in batches (batches.go) that the shards take apart: with three shards every
+// row is released once, spread over three files that each hold about a third of the rows.
+func TestShardedJobReleasesEveryRowOnce(t *testing.T) {
+	rows, labels := wdbc(t)
+	dir := t.TempDir()
+	writeCSV(t, filepath.Join(dir, "rows.csv"), rows[:300], labels[:300], 1, 1)
+	out := filepath.Join(dir, "out")
+	job := Job{In: filepath.Join(dir, "rows.csv"), Cols: Columns{ID: "id", Label: "y"},
+		Spec: Spec{Mechanism: pcaFile(t, rows), Eps: 4, Label: "y", K: 2, Lambda: 0.7, Batch: 16}, Out: Output{Dir: out, Shards: 3}}
+	sum, err := Run(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Rows != 300 || len(sum.Files) != 3 {
+		t.Fatalf("summary %+v: want 300 rows in 3 files", sum)
+	}
+	db := duck(t)
+	var n, ids, minID, maxID int
+	if err := db.QueryRow("SELECT count(*), count(DISTINCT id), min(id::INT), max(id::INT) FROM read_parquet("+sqlStr(filepath.Join(out, "releases-*.parquet"))+")").Scan(&n, &ids, &minID, &maxID); err != nil {
+		t.Fatal(err)
+	}
+	if n != 300 || ids != 300 || minID != 1 || maxID != 300 {
+		t.Errorf("the shards hold %d releases of %d ids %d..%d, want 300 of ids 1..300", n, ids, minID, maxID)
+	}
+	// Each release picks its shard at random: a shard's count is Binomial(300, 1/3), mean 100, sd 8.2;
+	// 60..140 is ±4.9 sd (a two-sided chance of 1e-6 per shard).
+	for _, f := range sum.Files {
+		var k int
+		if err := db.QueryRow("SELECT count(*) FROM read_parquet(" + sqlStr(f) + ")").Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		if k < 60 || k > 140 {
+			t.Errorf("%s holds %d releases, want 60..140 of 300", f, k)
+		}
+	}
+}

@@ -119,7 +119,16 @@ func (f *readReleaseFn) Setup() error {
 }
 
 func (f *readReleaseFn) ProcessElement(_ context.Context, part FilePart, emit func(Release), emitBad func(BadRow)) error {
-	return f.parts.start(func(send func(released)) error {
+	return f.parts.start(f.releasePart(part), emitReleased(emit, emitBad))
+}
+
+func (f *readReleaseFn) FinishBundle(emit func(Release), emitBad func(BadRow)) error {
+	return f.parts.drain(emitReleased(emit, emitBad))
+}
+
+// releasePart is the work of reading part and releasing its rows, a batch at a time.
+func (f *readReleaseFn) releasePart(part FilePart) func(send func(released)) error {
+	return func(send func(released)) error {
 		var b *batcher
 		select {
 		case b = <-f.free:
@@ -153,11 +162,7 @@ func (f *readReleaseFn) ProcessElement(_ context.Context, part FilePart, emit fu
 		}
 		handOn()
 		return err
-	}, emitReleased(emit, emitBad))
-}
-
-func (f *readReleaseFn) FinishBundle(emit func(Release), emitBad func(BadRow)) error {
-	return f.parts.drain(emitReleased(emit, emitBad))
+	}
 }
 
 // emitReleased emits, on the DoFn's goroutine, what a part's goroutine handed on.
@@ -323,14 +328,21 @@ func WriteReleases(s beam.Scope, releases, bad beam.PCollection, spec Spec, out 
 }
 
 // writeReleases is WriteReleases that also adds counts (Staged markers: the charge's) to the summary.
+// releases holds Release elements, or releaseBatch elements (what readAndPrivatizeBatches gives).
 func writeReleases(s beam.Scope, releases, bad beam.PCollection, counts []beam.PCollection, spec Spec, out Output) beam.PCollection {
 	s = s.Scope("ldpsql.WriteReleases")
 	if _, err := spec.Releaser(); err != nil {
 		panic(fmt.Sprintf("ldpsql.WriteReleases: %v", err))
 	}
 	shards := max(1, out.Shards)
-	keyed := beam.ParDo(s, &shardFn{Shards: shards}, releases)
-	written := beam.ParDo(s, &writeShardFn{Spec: spec, Out: out}, beam.GroupByKey(s, keyed))
+	var written beam.PCollection
+	if releases.Type().Type() == reflect.TypeOf(releaseBatch{}) {
+		keyed := beam.ParDo(s, &shardBatchFn{Shards: shards}, releases)
+		written = beam.ParDo(s, &writeShardBatchesFn{Spec: spec, Out: out}, beam.GroupByKey(s, keyed))
+	} else {
+		keyed := beam.ParDo(s, &shardFn{Shards: shards}, releases)
+		written = beam.ParDo(s, &writeShardFn{Spec: spec, Out: out}, beam.GroupByKey(s, keyed))
+	}
 	badWritten := beam.ParDo(s, &writeBadFn{Out: out}, beam.GroupByKey(s, beam.ParDo(s, keyBad, bad)))
 	marker := beam.Create(s, Staged{Marker: true})
 	all := beam.Flatten(s, append([]beam.PCollection{written, badWritten, marker}, counts...)...)
@@ -357,36 +369,41 @@ type writeShardFn struct {
 }
 
 func (f *writeShardFn) ProcessElement(ctx context.Context, shard int, rels func(*Release) bool, emit func(Staged)) error {
-	rel, err := f.Spec.Releaser()
+	return writeShard(f.Spec, f.Out, shard, rels, emit)
+}
+
+// writeShard writes one shard's releases, as rels gives them.
+func writeShard(spec Spec, out Output, shard int, rels func(*Release) bool, emit func(Staged)) error {
+	rel, err := spec.Releaser()
 	if err != nil {
 		return err
 	}
-	name := "releases" + f.Out.ext()
-	if f.Out.Shards > 1 {
-		name = fmt.Sprintf("releases-%05d%s", shard, f.Out.ext())
+	name := "releases" + out.ext()
+	if out.Shards > 1 {
+		name = fmt.Sprintf("releases-%05d%s", shard, out.ext())
 	}
-	path := stagingPath(f.Out.Dir, name)
+	path := stagingPath(out.Dir, name)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	sink, err := rowfile.Create(path, rowfile.OutColumns(f.Out.ID, f.Spec.Label, rel.M.File.OutputDim))
+	sink, err := rowfile.Create(path, rowfile.OutColumns(out.ID, spec.Label, rel.M.File.OutputDim))
 	if err != nil {
 		return err
 	}
 	defer sink.Discard()
 	n := 0
 	var r Release
-	cells := make([]any, 0, len(f.Out.ID)+2)
+	cells := make([]any, 0, len(out.ID)+2)
 	for rels(&r) {
 		cells = cells[:0]
-		if len(r.ID) != len(f.Out.ID) {
-			return fmt.Errorf("a release has %d id values for the %d id columns %v", len(r.ID), len(f.Out.ID), f.Out.ID)
+		if len(r.ID) != len(out.ID) {
+			return fmt.Errorf("a release has %d id values for the %d id columns %v", len(r.ID), len(out.ID), out.ID)
 		}
 		for _, v := range r.ID {
 			cells = append(cells, v)
 		}
 		cells = append(cells, r.Z)
-		if f.Spec.Label != "" {
+		if spec.Label != "" {
 			cells = append(cells, r.Label)
 		}
 		if err := sink.Write(cells...); err != nil {
@@ -401,9 +418,9 @@ func (f *writeShardFn) ProcessElement(ctx context.Context, shard int, rels func(
 	if err := sink.Finish(meta); err != nil {
 		return err
 	}
-	emit(Staged{Path: path, Final: filepath.Join(f.Out.Dir, name), Rows: n})
-	if f.Out.ext() == ".csv" {
-		emit(Staged{Path: rowfile.MetadataAt(path), Final: rowfile.MetadataAt(filepath.Join(f.Out.Dir, name))})
+	emit(Staged{Path: path, Final: filepath.Join(out.Dir, name), Rows: n})
+	if out.ext() == ".csv" {
+		emit(Staged{Path: rowfile.MetadataAt(path), Final: rowfile.MetadataAt(filepath.Join(out.Dir, name))})
 	}
 	return nil
 }

@@ -50,15 +50,16 @@ func NewJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Pipeline builds the job's pipeline: ReadAndPrivatize, WriteReleases.
+// Pipeline builds the job's pipeline: ReadAndPrivatize, WriteReleases, with the releases in batches
+// (batches.go).
 func (j Job) Pipeline() *beam.Pipeline {
 	p, s := beam.NewPipelineWithRoot()
-	rel, bad := ReadAndPrivatize(s, j.In, j.Cols, j.Spec)
+	rel, bad := readAndPrivatizeBatches(s, j.In, j.Cols, j.Spec)
 	out := j.Out
 	if out.ID == nil && j.Cols.ID != "" {
 		out.ID = []string{j.Cols.ID}
 	}
-	WriteReleases(s, rel, bad, j.Spec, out)
+	writeReleases(s, rel, bad, nil, j.Spec, out)
 	return p
 }
 
