@@ -164,7 +164,9 @@ func (j Job) plan(ctx context.Context, sink **sinkPlan) error {
 func (j Job) run(ctx context.Context, p *beam.Pipeline) error {
 	switch j.Runner {
 	case "", "prism":
-		return withoutLoopbackLeftovers(func() error {
+		// Prism runs its workers in loopback unless told otherwise.
+		loopback := *jobopts.EnvironmentType == "" || jobopts.IsLoopback()
+		return withoutLoopbackLeftovers(loopback, func() error {
 			_, err := prism.Execute(ctx, p)
 			return err
 		})
@@ -183,7 +185,7 @@ func (j Job) run(ctx context.Context, p *beam.Pipeline) error {
 				*jobopts.WorkerBinary = self
 			}
 		}
-		return withoutLoopbackLeftovers(func() error {
+		return withoutLoopbackLeftovers(jobopts.IsLoopback(), func() error {
 			_, err := beam.Run(ctx, j.Runner, p)
 			return err
 		})
