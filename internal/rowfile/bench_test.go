@@ -48,3 +48,27 @@ func BenchmarkParquetLists(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// BenchmarkOpenPart opens a part of a small Parquet file and closes it, what a file job does once per
+// file (to split it) and once per part: the reader's DuckDB instances are the cost (readerpool.go).
+//
+//	go test -run XXX -bench OpenPart -cpu 1 ./internal/rowfile/
+func BenchmarkOpenPart(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "rows.parquet")
+	db, _ := sql.Open("duckdb", "")
+	defer db.Close()
+	if _, err := db.Exec("COPY (SELECT i AS id, [i, i + 1]::FLOAT[] AS f FROM range(100) r(i)) TO " + sqlString(path) + " (FORMAT parquet)"); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		src, err := OpenPart(path, 0, 50)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := src.Next(); err != nil {
+			b.Fatal(err)
+		}
+		src.Close()
+	}
+}

@@ -68,7 +68,7 @@ func openParquet(path string) (*parquetSource, error) {
 	} else if st.IsDir() {
 		return nil, fmt.Errorf("%s is a directory, not a Parquet file", path)
 	}
-	_, db, err := inMemoryDuckDB("SET threads = 1")
+	db, err := readerDB()
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func (s *parquetSource) Close() error {
 	if s.lists != nil {
 		s.lists.close()
 	}
-	return s.db.Close()
+	return releaseReaderDB(s.db)
 }
 
 // parquetSink collects the rows in a DuckDB table (which spills to a temporary directory past its

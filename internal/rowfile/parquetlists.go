@@ -24,6 +24,10 @@ type listReader struct {
 
 func openListReader(double []bool) (*listReader, error) {
 	r := &listReader{double: double}
+	if in, ok := takeListInstance(); ok { // readerpool.go
+		r.db, r.conn = in.db, in.conn
+		return r, nil
+	}
 	if mapping.Open("", &r.db) != mapping.StateSuccess {
 		return nil, errors.New("opening DuckDB")
 	}
@@ -31,9 +35,13 @@ func openListReader(double []bool) (*listReader, error) {
 		mapping.Close(&r.db)
 		return nil, errors.New("connecting to DuckDB")
 	}
-	if err := r.query("SET threads = 1"); err != nil {
-		r.close()
-		return nil, err
+	for _, q := range readerSetup {
+		if err := r.query(q); err != nil {
+			r.release()
+			mapping.Disconnect(&r.conn)
+			mapping.Close(&r.db)
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -150,8 +158,11 @@ func (r *listReader) release() {
 	r.cells, r.next = nil, 0
 }
 
+// close ends the reader, keeping its instance for the next one (readerpool.go).
 func (r *listReader) close() {
 	r.release()
-	mapping.Disconnect(&r.conn)
-	mapping.Close(&r.db)
+	if !keepListInstance(listInstance{db: r.db, conn: r.conn}) {
+		mapping.Disconnect(&r.conn)
+		mapping.Close(&r.db)
+	}
 }

@@ -400,3 +400,53 @@ func TestParquetParts(t *testing.T) {
 		t.Errorf("the parts hold %d rows, the file %d", i, len(whole))
 	}
 }
+
+// Readers one after another share DuckDB instances (readerpool.go): each still reads only its own
+// file, whatever the one before read.
+func TestParquetReadersReuseInstances(t *testing.T) {
+	dir := t.TempDir()
+	db, _ := sql.Open("duckdb", "")
+	defer db.Close()
+	a, b := filepath.Join(dir, "a.parquet"), filepath.Join(dir, "b.parquet")
+	if _, err := db.Exec("COPY (SELECT i AS id, [i, 2 * i]::FLOAT[] AS f FROM range(300) r(i)) TO " + sqlString(a) + " (FORMAT parquet)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("COPY (SELECT 'r' || i AS name, [i * 0.5]::DOUBLE[] AS g, i % 2 AS y FROM range(200) r(i)) TO " + sqlString(b) + " (FORMAT parquet)"); err != nil {
+		t.Fatal(err)
+	}
+	read := func(path string) [][]any {
+		src, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		var rows [][]any
+		for {
+			r, err := src.Next()
+			if err == io.EOF {
+				return rows
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, r)
+		}
+	}
+	for round := range 2 {
+		ra, rb := read(a), read(b)
+		if len(ra) != 300 || len(rb) != 200 {
+			t.Fatalf("round %d: %d and %d rows, want 300 and 200", round, len(ra), len(rb))
+		}
+		f, _ := Floats(nil, ra[299][1])
+		g, _ := Floats(nil, rb[199][1])
+		if len(ra[0]) != 2 || len(rb[0]) != 3 || !reflect.DeepEqual(f, []float32{299, 598}) || !reflect.DeepEqual(g, []float32{99.5}) || rb[199][0] != "r199" {
+			t.Errorf("round %d: last rows %#v and %#v", round, ra[299], rb[199])
+		}
+	}
+	idleMu.Lock()
+	held, lists := len(idleSQL), len(idleLists)
+	idleMu.Unlock()
+	if held == 0 || lists == 0 || held > maxIdleReaders || lists > maxIdleReaders {
+		t.Errorf("%d and %d idle reader instances, want 1..%d of each", held, lists, maxIdleReaders)
+	}
+}
