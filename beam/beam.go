@@ -15,7 +15,6 @@ package beam
 import (
 	"context"
 	"fmt"
-	"math"
 	"reflect"
 	"sync/atomic"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/ldpsql/ldpsql/client"
+	"github.com/ldpsql/ldpsql/internal/rowfile"
 	"github.com/ldpsql/ldpsql/mechanisms"
 )
 
@@ -195,10 +195,8 @@ func (b *batcher) check(r Row) string {
 	if len(r.X) != m.InputDim {
 		return fmt.Sprintf("%s has %d features, mechanism %q takes %d", r.Where, len(r.X), m.Name, m.InputDim)
 	}
-	for j, v := range r.X {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Sprintf("%s: feature %d is %v", r.Where, j+1, v)
-		}
+	if j := rowfile.NonFinite(r.X); j >= 0 {
+		return fmt.Sprintf("%s: feature %d is %v", r.Where, j+1, r.X[j])
 	}
 	if b.spec.Label != "" && (r.Label < 0 || r.Label >= b.spec.K) {
 		return fmt.Sprintf("%s: label %d is not a class 0..%d", r.Where, r.Label, b.spec.K-1)
