@@ -29,10 +29,14 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "load" {
 		return benchLoadCmd(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "etl" {
+		return benchETLCmd(args[1:], stdout, stderr)
+	}
 	fs := newFlagSet("bench", "Measure ldpsql's throughput on this machine: INSERT rows/s into a DuckDB file, LOAD DATA LOCAL\nrows/s over the MySQL protocol, pandas' to_sql rows/s, a scan of --rows labels plain vs through FLIP_LABEL, in process and\nover the MySQL protocol on loopback, and LDP_ENCODE through the built-in pca plugin against the same encoding in process (needs scripts/build.sh).",
 		`  ldpsql bench
   ldpsql bench --rows 200000
   ldpsql bench load --clients 16 --duration 30s    (concurrent clients: see ldpsql bench load --help)
+  ldpsql bench etl                                  (ldp_privatize against ldpsql-etl on Prism: see ldpsql bench etl --help)
 `, stderr)
 	n := fs.Int("rows", 1_000_000, "rows in the scan benchmark")
 	repeat := fs.Int("repeat", 3, "timed repetitions of each scan (the best is reported)")
