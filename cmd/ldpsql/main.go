@@ -26,7 +26,8 @@ Commands:
   sql       run SQL statements (an interactive shell without -e)
   demo      load the WDBC breast-cancer data, privatise its labels, print debiased frequencies
   bench     measure INSERT, FLIP_LABEL and LDP_ENCODE throughput on this machine;
-            bench load: many clients at once over the MySQL protocol, with a ledger audit
+            bench load: many clients at once over the MySQL protocol, with a ledger audit;
+            bench etl: ldp_privatize against ldpsql-etl on Prism on 1 and 2 CPUs
   dataset   load a data set into tables (dataset load fashion-mnist | breast-cancer)
   load      load a CSV file into a table
   export    write a table or a query's result as CSV
