@@ -2,12 +2,10 @@ package beam
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 )
 
@@ -37,12 +35,7 @@ func init() {
 // readAndPrivatizeBatches is ReadAndPrivatize with its releases in batches (releaseBatch).
 func readAndPrivatizeBatches(s beam.Scope, glob string, cols Columns, spec Spec) (batches, bad beam.PCollection) {
 	s = s.Scope("ldpsql.ReadAndPrivatize")
-	if _, err := spec.Releaser(); err != nil {
-		panic(fmt.Sprintf("ldpsql.ReadAndPrivatize: %v", err))
-	}
-	files := fileio.MatchFiles(s, glob, fileio.MatchEmptyDisallow())
-	parts := beam.Reshuffle(s, beam.ParDo(s, &splitFn{}, files))
-	return beam.ParDo2(s, &readReleaseBatchFn{Cols: cols, Spec: spec}, parts)
+	return beam.ParDo2(s, &readReleaseBatchFn{Cols: cols, Spec: spec}, fileParts(s, glob, spec))
 }
 
 // readReleaseBatchFn is readReleaseFn emitting each batch of releases as one element.

@@ -82,12 +82,16 @@ func ReadRows(s beam.Scope, glob string, cols Columns, spec Spec) beam.PCollecti
 // 10) leave the step, never the raw rows (3 KB for 784 features).
 func ReadAndPrivatize(s beam.Scope, glob string, cols Columns, spec Spec) (releases, bad beam.PCollection) {
 	s = s.Scope("ldpsql.ReadAndPrivatize")
+	return beam.ParDo2(s, &readReleaseFn{Cols: cols, Spec: spec}, fileParts(s, glob, spec))
+}
+
+// fileParts checks spec and splits the files glob matches into parts, spread over the workers.
+func fileParts(s beam.Scope, glob string, spec Spec) beam.PCollection {
 	if _, err := spec.Releaser(); err != nil {
 		panic(fmt.Sprintf("ldpsql.ReadAndPrivatize: %v", err))
 	}
 	files := fileio.MatchFiles(s, glob, fileio.MatchEmptyDisallow())
-	parts := beam.Reshuffle(s, beam.ParDo(s, &splitFn{}, files))
-	return beam.ParDo2(s, &readReleaseFn{Cols: cols, Spec: spec}, parts)
+	return beam.Reshuffle(s, beam.ParDo(s, &splitFn{}, files))
 }
 
 // released is what a part's goroutine hands on: releases of a batch, and the bad rows met so far.
