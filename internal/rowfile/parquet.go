@@ -280,14 +280,23 @@ func (s *parquetSource) Metadata() ([]byte, string, error) {
 	return nil, at, fmt.Errorf("%s has no key-value metadata %q (it has %s): not releases written by ldpsql privatize", s.path, MetadataKey, has)
 }
 
+// Close ends the source; its DuckDB instances go back to the pool (readerpool.go) once, however often
+// Close is called: two readers must never share a connection.
 func (s *parquetSource) Close() error {
 	if s.rows != nil {
 		s.rows.Close()
+		s.rows = nil
 	}
 	if s.lists != nil {
 		s.lists.close()
+		s.lists = nil
 	}
-	return releaseReaderDB(s.db)
+	if s.db == nil {
+		return nil
+	}
+	db := s.db
+	s.db = nil
+	return releaseReaderDB(db)
 }
 
 // parquetSink collects the rows in a DuckDB table (which spills to a temporary directory past its
