@@ -89,7 +89,7 @@ the two-core job's share of ldp_privatize's rate (#21: at least 50 %) and the se
 	if err := e.Close(); err != nil {
 		return err
 	}
-	if err := mechanismExportCmd([]string{"pca8", "--db", db, "--out", mech, "--public"}, io.Discard, stderr); err != nil {
+	if err := mechanismExportCmd([]string{"pca8", "--db", db, "--out", mech}, io.Discard, stderr); err != nil {
 		return err
 	}
 	if err := writeLake(lake, *parts, train.Pixels[:n], train.Labels[:n]); err != nil {
