@@ -121,8 +121,9 @@ the two-core job's share of ldp_privatize's rate (#21: at least 50 %) and the se
 				if i < 0 {
 					return fmt.Errorf("ldp_privatize returned no rows_per_second (columns %v)", cols)
 				}
-				rate, err = strconv.ParseFloat(fmt.Sprint(vals[i]), 64)
-				return err
+				var perr error
+				rate, perr = strconv.ParseFloat(fmt.Sprint(vals[i]), 64)
+				return perr
 			})
 		if err != nil {
 			return fmt.Errorf("round %d, ldp_privatize: %w", round, err)
