@@ -43,20 +43,20 @@ type readReleaseBatchFn struct {
 	Cols Columns
 	Spec Spec
 
-	parts readReleaseFn
+	read readReleaseFn // the reading and releasing; this type only emits its batches whole
 }
 
 func (f *readReleaseBatchFn) Setup() error {
-	f.parts = readReleaseFn{Cols: f.Cols, Spec: f.Spec}
-	return f.parts.Setup()
+	f.read = readReleaseFn{Cols: f.Cols, Spec: f.Spec}
+	return f.read.Setup()
 }
 
 func (f *readReleaseBatchFn) ProcessElement(_ context.Context, part FilePart, emit func(releaseBatch), emitBad func(BadRow)) error {
-	return f.parts.parts.start(f.parts.releasePart(part), emitBatch(emit, emitBad))
+	return f.read.parts.start(f.read.releasePart(part), emitBatch(emit, emitBad))
 }
 
 func (f *readReleaseBatchFn) FinishBundle(emit func(releaseBatch), emitBad func(BadRow)) error {
-	return f.parts.parts.drain(emitBatch(emit, emitBad))
+	return f.read.parts.drain(emitBatch(emit, emitBad))
 }
 
 func emitBatch(emit func(releaseBatch), emitBad func(BadRow)) func(released) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -559,6 +560,35 @@ func TestShardedJobReleasesEveryRowOnce(t *testing.T) {
 		}
 		if k < 60 || k > 140 {
 			t.Errorf("%s holds %d releases, want 60..140 of 300", f, k)
+		}
+	}
+}
+
+// nonFinite finds the first NaN or infinity as testing each value does, whatever the length, and
+// never calls an extreme finite value (the largest, the smallest subnormal, -0) non-finite.
+func TestNonFinite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	odd := []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1)), 1e-40}
+	bad := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
+	for trial := range 5000 {
+		x := make([]float32, rng.IntN(20))
+		for i := range x {
+			if rng.IntN(3) == 0 {
+				x[i] = odd[rng.IntN(len(odd))]
+			} else {
+				x[i] = float32(rng.NormFloat64() * 1e6)
+			}
+		}
+		want := -1
+		for k := rng.IntN(3); k > 0 && len(x) > 0; k-- {
+			i := rng.IntN(len(x))
+			x[i] = bad[rng.IntN(len(bad))]
+			if want < 0 || i < want {
+				want = i
+			}
+		}
+		if got := nonFinite(x); got != want {
+			t.Fatalf("trial %d: nonFinite(%v) = %d, want %d", trial, x, got, want)
 		}
 	}
 }

@@ -244,8 +244,7 @@ func (f *readFn) read(part FilePart, emit func(Row)) {
 		}
 		return
 	}
-	lay.Finite = true
-	for {
+	for { // NaN and infinite features are the batcher's to report, as for rows from any source
 		cells, err := src.Next()
 		if err == io.EOF {
 			return

@@ -2,7 +2,6 @@ package rowfile
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 )
@@ -19,9 +18,6 @@ type Layout struct {
 	Dim       int
 	Mechanism string
 	K         int
-	// Finite refuses a row with a NaN or infinite feature (ldpsql privatize releases one from the
-	// output set's centre, as the server does; the Beam transform reports it as a bad row).
-	Finite bool
 }
 
 // NewLayout finds the id and label columns (either may be "") among file's cols. The features are
@@ -89,11 +85,6 @@ func (l *Layout) Row(cells []any, where string) (x []float32, id string, label i
 	if len(x) != l.Dim {
 		return nil, "", 0, fmt.Errorf("%s has %d features, mechanism %q takes %d", where, len(x), l.Mechanism, l.Dim)
 	}
-	if l.Finite {
-		if j := NonFinite(x); j >= 0 {
-			return nil, "", 0, fmt.Errorf("%s: feature %d is %v", where, j+1, x[j])
-		}
-	}
 	if l.IDAt >= 0 {
 		id = Text(cells[l.IDAt])
 	}
@@ -133,31 +124,4 @@ func OutColumns(ids []string, label string, dim int) []Column {
 		out = append(out, Column{Name: label, Kind: KindInt})
 	}
 	return out
-}
-
-// NonFinite is the index of x's first NaN or infinite value, or -1. A finite value times 0 is ±0, a
-// NaN or an infinity times 0 is NaN, so the sum of x[i]·0 is 0 exactly when every value is finite: four
-// running sums with no branch, 3.7 times as fast as testing each value (0.25 against 0.92 µs for 784
-// values), which mattered at two checks a row in a file job.
-func NonFinite(x []float32) int {
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(x); i += 4 {
-		s0 += x[i] * 0
-		s1 += x[i+1] * 0
-		s2 += x[i+2] * 0
-		s3 += x[i+3] * 0
-	}
-	for ; i < len(x); i++ {
-		s0 += x[i] * 0
-	}
-	if s0+s1+s2+s3 == 0 {
-		return -1
-	}
-	for j, v := range x {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return j
-		}
-	}
-	return -1
 }

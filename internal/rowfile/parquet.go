@@ -55,7 +55,8 @@ type parquetSource struct {
 	// format of path, from and to); query reads the others (otherAt).
 	listAt, otherAt []int
 	listQuery       string
-	lists           *listReader
+	double          []bool      // a list column's elements are DOUBLE
+	lists           *listReader // opened at the first range read: splitting a file needs none
 }
 
 func openParquet(path string) (*parquetSource, error) {
@@ -130,9 +131,7 @@ func (s *parquetSource) readSchema() error {
 		strings.ReplaceAll(where, "%d", "?")
 	if len(listSel) > 0 {
 		s.listQuery = "SELECT " + strings.Join(listSel, ", ") + " FROM read_parquet(%s, file_row_number = true)" + where
-		if s.lists, err = openListReader(double); err != nil {
-			return err
-		}
+		s.double = double
 	}
 
 	groups, err := s.db.Query("SELECT row_group_id, max(row_group_num_rows), sum(total_uncompressed_size) "+
@@ -212,6 +211,11 @@ func (s *parquetSource) Next() ([]any, error) {
 			return nil, fmt.Errorf("%s: rows %d to %d: %w", s.path, r[0]+1, r[1], err)
 		}
 		s.rows = rows
+		if s.listQuery != "" && s.lists == nil {
+			if s.lists, err = openListReader(s.double); err != nil {
+				return nil, fmt.Errorf("%s: %w", s.path, err)
+			}
+		}
 		if s.lists != nil {
 			if err := s.lists.query(fmt.Sprintf(s.listQuery, sqlString(s.path), r[0], r[1])); err != nil {
 				return nil, fmt.Errorf("%s: rows %d to %d: %w", s.path, r[0]+1, r[1], err)

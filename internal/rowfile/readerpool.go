@@ -10,8 +10,8 @@ import (
 // Every Parquet reader queries its file through DuckDB instances of its own (one thread each, so a
 // reader takes one core): a database/sql handle for the schema and the scalar columns, and a C API
 // connection for the list columns (listReader). Opening an instance costs about 11 ms of CPU, as much
-// as reading a file's schema and row groups, and a file job opens two per part and one per file to
-// split it (12 for Fashion-MNIST in four files). So a closed reader's instances are kept idle for the
+// as reading a file's schema and row groups, and a file job opens two per part (the list connection
+// at its first rows) and one per file to split it (12 for Fashion-MNIST in four files). So a closed reader's instances are kept idle for the
 // next reader, up to maxIdleReaders of each kind, with DuckDB's cache of file blocks off so that an
 // idle instance holds none of the data it read. A reader only reads (read_parquet, DESCRIBE,
 // parquet_metadata): it leaves nothing behind in an instance for the next.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -449,34 +448,5 @@ func TestParquetReadersReuseInstances(t *testing.T) {
 	idleMu.Unlock()
 	if held == 0 || lists == 0 || held > maxIdleReaders || lists > maxIdleReaders {
 		t.Errorf("%d and %d idle reader instances, want 1..%d of each", held, lists, maxIdleReaders)
-	}
-}
-
-// NonFinite finds the first NaN or infinity as testing each value does, whatever the length, and
-// never calls an extreme finite value (the largest, the smallest subnormal, -0) non-finite.
-func TestNonFinite(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	odd := []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1)), 1e-40}
-	bad := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))}
-	for trial := range 5000 {
-		x := make([]float32, rng.IntN(20))
-		for i := range x {
-			if rng.IntN(3) == 0 {
-				x[i] = odd[rng.IntN(len(odd))]
-			} else {
-				x[i] = float32(rng.NormFloat64() * 1e6)
-			}
-		}
-		want := -1
-		for k := rng.IntN(3); k > 0 && len(x) > 0; k-- {
-			i := rng.IntN(len(x))
-			x[i] = bad[rng.IntN(len(bad))]
-			if want < 0 || i < want {
-				want = i
-			}
-		}
-		if got := NonFinite(x); got != want {
-			t.Fatalf("trial %d: NonFinite(%v) = %d, want %d", trial, x, got, want)
-		}
 	}
 }
