@@ -414,23 +414,10 @@ func TestParquetReadersReuseInstances(t *testing.T) {
 	if _, err := db.Exec("COPY (SELECT 'r' || i AS name, [i * 0.5]::DOUBLE[] AS g, i % 2 AS y FROM range(200) r(i)) TO " + sqlString(b) + " (FORMAT parquet)"); err != nil {
 		t.Fatal(err)
 	}
-	read := func(path string) [][]any {
-		src, err := Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer src.Close()
-		var rows [][]any
-		for {
-			r, err := src.Next()
-			if err == io.EOF {
-				return rows
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows = append(rows, r)
-		}
+	read := func(path string) [][]any { // closed at once, for the next reader to take its instances
+		_, rows, src := readAll(t, path)
+		src.Close()
+		return rows
 	}
 	for round := range 2 {
 		ra, rb := read(a), read(b)
