@@ -135,7 +135,7 @@ var _ sql.FunctionExpression = (*TrainNoisyClassifier)(nil)
 
 func (c *classifiers) newTrain(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	if len(args) != 1 && len(args) != 2 {
-		return nil, sql.ErrInvalidArgumentNumber.New("TRAIN_NOISY_CLASSIFIER", "1 or 2", len(args))
+		return nil, arityError("train_noisy_classifier", "1 or 2", len(args))
 	}
 	return &TrainNoisyClassifier{scalar: scalar{name: "train_noisy_classifier", args: args}, c: c}, nil
 }
@@ -828,7 +828,7 @@ var _ BatchExpression = (*Predict)(nil)
 func (c *classifiers) newPredict(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	f := &Predict{scalar: scalar{name: "predict", args: args}, c: c}
 	if len(args) != 2 && len(args) != 3 {
-		return nil, sql.ErrInvalidArgumentNumber.New("PREDICT", "2 or 3", len(args))
+		return nil, arityError("predict", "2 or 3", len(args))
 	}
 	return f, nil
 }

@@ -41,7 +41,7 @@ func newLDPEncode(mechs *Mechanisms, asJSON bool) sql.CreateFuncNArgs {
 	}
 	return func(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 		if len(args) < 2 || len(args) > 5 {
-			return nil, sql.ErrInvalidArgumentNumber.New(strings.ToUpper(name), "2, 3, 4 or 5", len(args))
+			return nil, arityError(name, "2, 3, 4 or 5", len(args))
 		}
 		return &LDPEncode{scalar: scalar{name: name, args: args}, mechs: mechs, asJSON: asJSON}, nil
 	}

@@ -127,6 +127,34 @@ func TestFlipLabelArguments(t *testing.T) {
 	}
 }
 
+// A call with the wrong number of arguments names the function's argument list, not only the counts.
+func TestArityErrorsShowTheSignature(t *testing.T) {
+	e, err := engine.Open(engine.MemoryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := udf.Install(e, udf.Config{PluginDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ query, want string }{
+		{"SELECT FLIP_LABEL(0, 1)", "expected 3 arguments, 2 received: FLIP_LABEL(y, eps, K [, unit_key])"},
+		{"SELECT LDP_LAPLACE(1, 1, 0)", "LDP_LAPLACE(x, eps, lo, hi [, unit_key])"},
+		{"SELECT RR_FREQUENCY(1, 1, 2) FROM (SELECT 1) t", "expected 4 arguments, 3 received: RR_FREQUENCY(y_noisy, eps, K, class [, unit_key])"},
+		{"SELECT PRIVATE_ACCURACY(1) FROM (SELECT 1) t", "PRIVATE_ACCURACY(correct, eps [, unit_key])"},
+		{"SELECT LDP_ACCURACY_BOUND(1)", "LDP_ACCURACY_BOUND(eps, K)"},
+		{"SELECT LDP_ENCODE('[1]')", "expected 2, 3, 4 or 5 arguments, 1 received: LDP_ENCODE(features, eps [, 'mechanism' [, 'randomiser' [, unit_key]]])"},
+		{"SELECT LDP_DECODE('[1]')", "LDP_DECODE(release, 'mechanism')"},
+		{"SELECT TRAIN_NOISY_CLASSIFIER()", "TRAIN_NOISY_CLASSIFIER('table' [, '{params}'])"},
+		{"SELECT PREDICT('m')", "PREDICT('model', features [, 'clean'|'release'])"},
+	} {
+		err := queryErr(e, tc.query)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.query, err, tc.want)
+		}
+	}
+}
+
 // GMS must evaluate FLIP_LABEL on every row, never once for a constant argument list.
 func TestFlipLabelIsNotFolded(t *testing.T) {
 	e, q := newEngine(t)

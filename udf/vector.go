@@ -134,7 +134,7 @@ var _ sql.FunctionExpression = (*LDPVector)(nil)
 // NewLDPVector builds LDP_VECTOR(c1, ..., cn).
 func NewLDPVector(_ *sql.Context, args ...sql.Expression) (sql.Expression, error) {
 	if len(args) == 0 {
-		return nil, sql.ErrInvalidArgumentNumber.New("LDP_VECTOR", "at least 1", 0)
+		return nil, arityError("ldp_vector", "at least 1", 0)
 	}
 	return &LDPVector{scalar{name: "ldp_vector", args: args}}, nil
 }
