@@ -78,11 +78,13 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 		return Summary{}, fmt.Errorf("a job writing to a server reads from one (--from-db); load releases made from files with ldpsql import-releases")
 	}
 	if j.Out.Dir == "" && j.To != nil {
+		// The job's summary (and a bad_rows.jsonl) need a directory; the releases go to the server.
 		dir, err := os.MkdirTemp("", "ldpsql-etl-"+j.ID+"-")
 		if err != nil {
 			return Summary{}, err
 		}
 		j.Out.Dir = dir
+		defer removeScratchOutput(dir)
 	}
 	if j.Out.Dir == "" {
 		return Summary{}, fmt.Errorf("no output directory")
@@ -192,6 +194,14 @@ func (j Job) run(ctx context.Context, p *beam.Pipeline) error {
 	default:
 		return fmt.Errorf("runner %q: want prism, flink, spark or universal", j.Runner)
 	}
+}
+
+// removeScratchOutput removes the directory a job writing to a server made for its summary, once Run
+// has read it; a directory that holds the job's bad_rows.jsonl stays, as the summary names that file.
+func removeScratchOutput(dir string) {
+	os.Remove(filepath.Join(dir, SummaryFile))
+	os.RemoveAll(filepath.Join(dir, StagingDir))
+	os.Remove(dir) // only if empty
 }
 
 func isURL(s string) bool {

@@ -153,6 +153,8 @@ func spentByUnit(t testing.TB, root *sql.DB, table string) map[string]float64 {
 // stripped of their signal reach.
 func TestEtlFromDBToDB(t *testing.T) {
 	f := newETLFixture(t, "people")
+	tmp := t.TempDir() // the etl jobs' TMPDIR: they must leave nothing in it
+	t.Setenv("TMPDIR", tmp)
 	out, err := f.privatizeAt(t, "people", 16, "--partitions", "3", "--to-db", f.dsn, "--into", "people_released")
 	if err != nil || !strings.Contains(out, `released 269 rows with "pca4" at ε = 16 (features 8, label 8)`) || !strings.Contains(out, "table ldpsql.people_released") {
 		t.Fatalf("etl privatize: %v\n%s", err, out)
@@ -197,6 +199,9 @@ func TestEtlFromDBToDB(t *testing.T) {
 	// The destination is new: a second job into it is refused before anything is read.
 	if out, err := f.privatize(t, "people", "--to-db", f.dsn, "--into", "people_released"); err == nil || !strings.Contains(out, "table ldpsql.people_released exists") {
 		t.Errorf("into an existing table: %v\n%s", err, out)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("the jobs left %d entries in their TMPDIR, the first %s", len(left), left[0].Name())
 	}
 }
 
