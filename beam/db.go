@@ -224,12 +224,6 @@ func planSource(ctx context.Context, src DBSource, label, job string) (dbPlan, [
 			if err != nil {
 				return p, nil, err
 			}
-			// The server keys a unit by its values as text (engine.UnitKey); integers and text read
-			// over the wire are that text, other types (floats, times, blobs) are not.
-			t := types[strings.ToLower(c)]
-			if !strings.HasSuffix(t, "int") && !strings.Contains(t, "char") && !strings.Contains(t, "text") {
-				return p, nil, fmt.Errorf("unit column %s of %s.%s is %s: --from-db charges units keyed by integer or text columns", c, p.Database, p.Table, t)
-			}
 			p.Units[i] = c
 		}
 	}
@@ -326,8 +320,14 @@ func (f *readTableFn) read(ctx context.Context, part DBPart, emit func(Row)) err
 		cols = append(cols, quoteIdent(p.Label))
 	}
 	unitAt := len(cols)
-	for _, u := range p.Units {
-		cols = append(cols, quoteIdent(u))
+	if p.Units != nil {
+		// The server names the unit (engine.UnitKey, whatever the columns' types), so that its charge
+		// falls on the unit its own releases of the row are charged to.
+		units := make([]string, len(p.Units))
+		for i, u := range p.Units {
+			units[i] = quoteIdent(u)
+		}
+		cols = append(cols, "LDP_UNIT_KEY("+strings.Join(units, ", ")+")")
 	}
 	q := fmt.Sprintf("SELECT %s FROM %s", strings.Join(cols, ", "), p.qualified())
 	if part.Where != "" {
@@ -420,22 +420,13 @@ func (f *readTableFn) parse(r *Row, cells, units []sql.RawBytes) error {
 		r.Label = y
 	}
 	if len(units) > 0 {
-		parts := make([]string, len(units))
-		for i, u := range units {
-			if u == nil {
-				return fmt.Errorf("unit column %s is NULL, which names no unit", p.Units[i])
-			}
-			parts[i] = string(u)
-		}
-		// engine.UnitKey: one value as its text, several as a JSON array of their texts.
-		r.Unit = parts[0]
-		if len(parts) > 1 {
-			raw, _ := json.Marshal(parts)
-			r.Unit = string(raw)
-		}
-		if r.Unit == "" {
+		switch {
+		case units[0] == nil:
+			return fmt.Errorf("a unit column (%s) is NULL, which names no unit", strings.Join(p.Units, ", "))
+		case len(units[0]) == 0:
 			return fmt.Errorf("unit column %s is empty, which ldp_charge_external does not take as a unit", p.Units[0])
 		}
+		r.Unit = string(units[0])
 	}
 	return nil
 }

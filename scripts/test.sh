@@ -51,7 +51,7 @@ go test -count=1 ./...  # -count=1: the integration tests build the binary, whic
 # already checks. Go fuzzes one target per package per invocation, hence a loop over package:target.
 fuzz_targets=(
   udf:FuzzFlipLabel udf:FuzzLDPLaplace udf:FuzzLDPVector udf:FuzzVectorArgument
-  udf:FuzzAccuracyFunctions udf:FuzzRecordedOutputSet udf:FuzzSQLFunctions
+  udf:FuzzAccuracyFunctions udf:FuzzLDPUnitKey udf:FuzzRecordedOutputSet udf:FuzzSQLFunctions
   plugins/internal/wirecodec:FuzzUnmarshal plugins/internal/wirecodec:FuzzRowsRoundTrip
   plugins/internal/shm:FuzzSpan training/internal/jsonconf:FuzzParseConfig
 )

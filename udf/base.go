@@ -56,6 +56,7 @@ var signatures = map[string]string{
 	"train_noisy_classifier": "TRAIN_NOISY_CLASSIFIER('table' [, '{params}'])",
 	"predict":                "PREDICT('model', features [, 'clean'|'release'])",
 	"ldp_vector":             "LDP_VECTOR(c1, …, cn)",
+	"ldp_unit_key":           "LDP_UNIT_KEY(c1, …, cn)",
 }
 
 // arityError is GMS's error for a call of function name with got arguments where want were expected,

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/dolthub/go-mysql-server/sql"
 	"github.com/dolthub/go-mysql-server/sql/expression"
@@ -380,6 +381,52 @@ func FuzzAccuracyFunctions(f *testing.F) {
 			t.Fatal(err)
 		}
 		checkShare("RR_FREQUENCY", freq)
+	})
+}
+
+// FuzzLDPUnitKey runs LDP_UNIT_KEY(a) and LDP_UNIT_KEY(a, b): NULL exactly when a value is NULL,
+// otherwise a non-empty text, the same on every call, and for two values a JSON array of the two single
+// keys.
+func FuzzLDPUnitKey(f *testing.F) {
+	addArgSeeds(f, 2,
+		[]argSeed{in(7), st("alice")},
+		[]argSeed{de("12.50"), bl("\x00\xff")},
+		[]argSeed{fl(1.0 / 3), u64(math.MaxUint64)},
+		[]argSeed{st(""), bo(true)},
+		[]argSeed{st("[\"a\",\"b\"]"), fl(math.Inf(-1))},
+		[]argSeed{nul(), in(1)},
+	)
+	ctx := sql.NewEmptyContext()
+	key := func(t *testing.T, vals ...any) any {
+		t.Helper()
+		fn, err := NewLDPUnitKey(ctx, literals(vals...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := fn.Eval(ctx, nil)
+		if err != nil {
+			t.Fatalf("LDP_UNIT_KEY(%v): %v", vals, err)
+		}
+		if again, _ := fn.Eval(ctx, nil); again != out {
+			t.Fatalf("LDP_UNIT_KEY(%v) = %v, then %v", vals, out, again)
+		}
+		return out
+	}
+	f.Fuzz(func(t *testing.T, ak uint8, as string, an float64, bk uint8, bs string, bn float64) {
+		a, b := sqlArg(ak, as, an), sqlArg(bk, bs, bn)
+		ka, kb, kab := key(t, a), key(t, b), key(t, a, b)
+		if (ka == nil) != (a == nil) || (kab == nil) != (a == nil || b == nil) {
+			t.Fatalf("LDP_UNIT_KEY(%v) = %v, LDP_UNIT_KEY(%v, %v) = %v: NULL exactly when a value is", a, ka, a, b, kab)
+		}
+		// A string column holds valid UTF-8 only (the server refuses other bytes, 1366); JSON would write
+		// invalid bytes as U+FFFD.
+		if kab == nil || !utf8.ValidString(ka.(string)) || !utf8.ValidString(kb.(string)) {
+			return
+		}
+		var parts []string
+		if err := json.Unmarshal([]byte(kab.(string)), &parts); err != nil || len(parts) != 2 || parts[0] != ka || parts[1] != kb {
+			t.Fatalf("LDP_UNIT_KEY(%v, %v) = %v, want the JSON array of %q and %q", a, b, kab, ka, kb)
+		}
 	})
 }
 

@@ -105,3 +105,42 @@ func TestLedgerPrivatizeUnitsFollowCollation(t *testing.T) {
 		t.Fatalf("the second ldp_privatize of the binary source: %v", err)
 	}
 }
+
+// LDP_UNIT_KEY names a row's unit as the ledger does, whatever the unit columns' types (a decimal, a
+// date and a binary string here, and a folded string): the unit a server-side release of the row is
+// charged to is the key LDP_UNIT_KEY gives its unit columns. An analyst may apply it to the unit
+// columns, which they may read anyway, and to no other column of a protected table.
+func TestLDPUnitKeyIsTheLedgersKey(t *testing.T) {
+	l := newLedgerEngine(t, "")
+	l.q("CREATE TABLE acct (id INT PRIMARY KEY, amount DECIMAL(10,2), day DATE, tag VARBINARY(4), who VARCHAR(20), y INT)")
+	l.q("INSERT INTO acct VALUES (1, 12.50, '2024-01-02', X'00ff', 'ÁLICE', 0), (2, -3.00, '1999-12-31', X'', 'bob', 1)")
+	for i, units := range []string{"amount", "day", "tag", "who", "amount,day,tag"} {
+		t.Run(units, func(t *testing.T) {
+			u := fmt.Sprintf("u%d", i)
+			l.q("CREATE TABLE " + u + " AS SELECT * FROM acct")
+			l.q(fmt.Sprintf("CALL ldp_set_budget('%s', 10, 'charge', '%s')", u, units))
+			want := map[string]float64{}
+			for _, id := range []int{1, 2} {
+				l.q(fmt.Sprintf("SELECT FLIP_LABEL(y, 1, 2) FROM %s WHERE id = %d", u, id))
+				key := l.q(fmt.Sprintf("SELECT LDP_UNIT_KEY(%s) FROM %s WHERE id = %d", units, u, id))[0][0].(string)
+				want[key]++
+			}
+			if got := l.spent(u); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("the ledger charged %v; LDP_UNIT_KEY names %v", got, want)
+			}
+		})
+	}
+	if k := l.q("SELECT LDP_UNIT_KEY(amount), LDP_UNIT_KEY(day), LDP_UNIT_KEY(tag), LDP_UNIT_KEY(who), LDP_UNIT_KEY(id, who), LDP_UNIT_KEY(NULL, 1) FROM acct WHERE id = 1"); fmt.Sprint(k) != `[[12.5 2024-01-02T00:00:00Z x'00ff' alice ["1","alice"] <nil>]]` {
+		t.Errorf("LDP_UNIT_KEY of row 1: %v", k)
+	}
+	l.q("CALL ldp_set_budget('acct', 10, 'charge', 'who')")
+	l.createAnalyst("analyst")
+	if _, err := l.as("analyst", "SELECT LDP_UNIT_KEY(who) FROM acct"); err != nil {
+		t.Errorf("an analyst's LDP_UNIT_KEY of the unit column: %v", err)
+	}
+	for _, q := range []string{"SELECT LDP_UNIT_KEY(amount) FROM acct", "SELECT LDP_UNIT_KEY(who, y) FROM acct", "SELECT who FROM acct WHERE LDP_UNIT_KEY(y) = '1'"} {
+		if _, err := l.as("analyst", q); err == nil || !strings.Contains(err.Error(), "denied") {
+			t.Errorf("analyst: %s: %v, want access denied", q, err)
+		}
+	}
+}

@@ -16,6 +16,7 @@ func Functions() []sql.Function {
 		sql.FunctionN{Name: "rr_frequency", Fn: NewRRFrequency},
 		sql.FunctionN{Name: "private_accuracy", Fn: NewPrivateAccuracy},
 		sql.FunctionN{Name: "ldp_accuracy_bound", Fn: NewLDPAccuracyBound},
+		sql.FunctionN{Name: "ldp_unit_key", Fn: NewLDPUnitKey},
 	}
 }
 
