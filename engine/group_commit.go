@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -13,6 +14,11 @@ type groupCommit[T any] struct {
 	queue   []T
 	running bool
 	last    int // how many items the committer's last batch held; 0 before its first
+
+	recent [16]int       // the sizes of the last batches, a ring at next
+	next   int           //
+	want   int           // while the committer lingers: the queue's length that ends its wait; else 0
+	full   chan struct{} // signalled by add when the queue reaches want
 }
 
 // add queues item and, when no committer runs, starts run, which must call take until it returns nil.
@@ -21,6 +27,13 @@ func (g *groupCommit[T]) add(item T, run func()) {
 	g.queue = append(g.queue, item)
 	start := !g.running
 	g.running = true
+	if g.want > 0 && len(g.queue) >= g.want {
+		g.want = 0
+		select {
+		case g.full <- struct{}{}:
+		default:
+		}
+	}
 	g.mu.Unlock()
 	if start {
 		go run()
@@ -35,6 +48,8 @@ func (g *groupCommit[T]) take() []T {
 	batch := g.queue
 	g.queue = nil
 	g.last = len(batch)
+	g.recent[g.next] = len(batch)
+	g.next = (g.next + 1) % len(g.recent)
 	if len(batch) == 0 {
 		g.running = false
 		return nil
@@ -42,16 +57,36 @@ func (g *groupCommit[T]) take() []T {
 	return batch
 }
 
-// linger waits d before the committer's next take when its last batch held more than one item: with
+// linger waits before the committer's next take when its last batch held more than one item: with
 // several clients, those still on their way then join the next transaction, whose cost hardly depends
-// on how many it holds. A lone client (batches of one) never waits.
+// on how many it holds. The wait ends after d, or as soon as as many items are queued as the largest of
+// the last 16 batches held (all the clients, as far as the queue can tell; the largest, not the last,
+// so that batches cannot shrink one straggler at a time). A lone client (batches of one) never waits.
 func (g *groupCommit[T]) linger(d time.Duration) {
 	g.mu.Lock()
-	several := g.last > 1
-	g.mu.Unlock()
-	if several {
-		time.Sleep(d)
+	want := slices.Max(g.recent[:])
+	if g.last <= 1 || len(g.queue) >= want {
+		g.mu.Unlock()
+		return
 	}
+	if g.full == nil {
+		g.full = make(chan struct{}, 1)
+	}
+	select { // a signal for an earlier wait
+	case <-g.full:
+	default:
+	}
+	g.want = want
+	g.mu.Unlock()
+	timer := time.NewTimer(d)
+	select {
+	case <-g.full:
+	case <-timer.C:
+	}
+	timer.Stop()
+	g.mu.Lock()
+	g.want = 0
+	g.mu.Unlock()
 }
 
 // queued is how many items wait for the next transaction.
