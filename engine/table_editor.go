@@ -49,7 +49,14 @@ type tableEditor struct {
 	// ends and the insert queue commits them; grouping says the statement still qualifies.
 	grouped  [][]driver.Value
 	grouping bool
+	// written holds the keys of the statement's last rows (at most maxWrittenKeys), when its table's
+	// key is collated: DuckDB's error for a duplicate names the key as its index folds it ('emile'),
+	// and MySQL names the value the statement wrote ('Émile'), which translate finds here.
+	written [][]any
 }
+
+// maxWrittenKeys bounds tableEditor.written: a larger statement's duplicate is named as DuckDB folds it.
+const maxWrittenKeys = 4096
 
 var _ sql.TableEditor = (*tableEditor)(nil)
 var _ sql.AutoIncrementSetter = (*tableEditor)(nil)
@@ -151,6 +158,7 @@ func (e *tableEditor) Close(ctx *sql.Context) error {
 }
 
 func (e *tableEditor) finish(ctx *sql.Context, commit bool) error {
+	defer func() { e.written = nil }() // after translate has named a duplicate from them
 	if rows := e.grouped; rows != nil {
 		e.grouped = nil
 		defer e.t.def.wrote()
@@ -246,6 +254,97 @@ func (e *tableEditor) writeGrouped() error {
 	return nil
 }
 
+// noteWritten keeps row's key in written when the table's key is collated (uniqueIndexFor).
+func (e *tableEditor) noteWritten(row sql.Row) {
+	pk := e.t.def.schema.PkOrdinals
+	collated := false
+	for _, i := range pk {
+		collated = collated || isInsensitiveString(e.t.def.schema.Schema[i].Type)
+	}
+	if !collated || len(row) != len(e.t.def.schema.Schema) {
+		return
+	}
+	if len(e.written) == maxWrittenKeys {
+		e.written = e.written[1:]
+	}
+	key := make([]any, len(pk))
+	for j, i := range pk {
+		key[j] = row[i]
+	}
+	e.written = append(e.written, key)
+}
+
+// dupKeyParts splits the key of DuckDB's duplicate-key error into the primary key's values. DuckDB
+// writes one value alone ("7") for an INSERT's single-column key, and otherwise each part after its
+// column or index expression ("a: 1, b: x, y", "lower(strip_accents(name)): alice"), which is how the
+// parts are told apart even where a value holds ", ".
+func (e *tableEditor) dupKeyParts(key string) []string {
+	schema := e.t.def.schema
+	labels := func(j int) []string {
+		col := schema.Schema[schema.PkOrdinals[j]].Name
+		return []string{"lower(strip_accents(" + col + ")): ", col + ": "}
+	}
+	n := len(schema.PkOrdinals)
+	cut := func(s string, j int) (string, bool) { // s without part j's label
+		for _, l := range labels(j) {
+			if rest, ok := strings.CutPrefix(s, l); ok {
+				return rest, true
+			}
+		}
+		return s, false
+	}
+	rest, labelled := "", false
+	if n > 0 {
+		rest, labelled = cut(key, 0)
+	}
+	if !labelled {
+		return []string{key}
+	}
+	parts := make([]string, 0, n)
+	for j := 1; j < n; j++ {
+		next := -1
+		for _, l := range labels(j) {
+			if i := strings.Index(rest, ", "+l); i >= 0 && (next < 0 || i < next) {
+				next = i
+			}
+		}
+		if next < 0 {
+			return []string{key}
+		}
+		parts = append(parts, rest[:next])
+		rest, _ = cut(rest[next+2:], j)
+	}
+	return append(parts, rest)
+}
+
+// writtenKey is, of the keys in written, the first equal to folded (its parts as the collated key's
+// index printed them, each string compared in its column's collation), each part as the statement wrote
+// it; nil when none is.
+func (e *tableEditor) writtenKey(folded []string) []string {
+	pk := e.t.def.schema.PkOrdinals
+	if len(folded) != len(pk) {
+		return nil
+	}
+	for _, key := range e.written {
+		parts := make([]string, len(pk))
+		match := true
+		for j, i := range pk {
+			parts[j] = fmt.Sprint(key[j])
+			if t := e.t.def.schema.Schema[i].Type; isInsensitiveString(t) {
+				// The index folds case and accents, which the column's collation equates too.
+				c, err := t.Compare(sql.NewEmptyContext(), key[j], folded[j])
+				match = match && err == nil && c == 0
+			} else {
+				match = match && parts[j] == folded[j]
+			}
+		}
+		if match {
+			return parts
+		}
+	}
+	return nil
+}
+
 // appendRow appends a converted row through the statement's appender, opened on its transaction's
 // connection at the first row.
 func (e *tableEditor) appendRow(vals []driver.Value) error {
@@ -290,6 +389,7 @@ func (e *tableEditor) toDuckRow(ctx *sql.Context, row sql.Row) ([]driver.Value, 
 
 // Insert implements sql.RowInserter.
 func (e *tableEditor) Insert(ctx *sql.Context, row sql.Row) error {
+	e.noteWritten(row)
 	if e.grouping && !e.checkKeys && e.conn == nil && len(e.grouped) < maxGroupedRows {
 		if grouped, err := e.holdRow(ctx, row); grouped || err != nil {
 			return err
@@ -396,6 +496,7 @@ func (e *tableEditor) Delete(ctx *sql.Context, row sql.Row) error {
 
 // Update implements sql.RowUpdater.
 func (e *tableEditor) Update(ctx *sql.Context, old, new sql.Row) error {
+	e.noteWritten(new)
 	if err := e.begin(ctx); err != nil {
 		return err
 	}
@@ -461,18 +562,15 @@ func (e *tableEditor) translate(err error) error {
 		strings.Contains(msg, "violates unique constraint") { // the collated key's index (uniqueIndexFor)
 		key := "?"
 		if m := duckDupKey.FindStringSubmatch(msg); m != nil {
-			key = m[1]
+			parts := e.dupKeyParts(m[1])
 			if strings.Contains(msg, "violates unique constraint") {
-				// The collated key's index names each part ("lower(strip_accents(name)): alice, id: 1"):
-				// the values, joined as MySQL joins a key's parts.
-				parts := strings.Split(key, ", ")
-				for i, p := range parts {
-					if _, v, ok := strings.Cut(p, ": "); ok {
-						parts[i] = v
-					}
+				// The collated key's index (uniqueIndexFor) prints its parts folded ('emile'): the
+				// statement's row they match names them as it wrote them ('Émile').
+				if written := e.writtenKey(parts); written != nil {
+					parts = written
 				}
-				key = strings.Join(parts, "-")
 			}
+			key = strings.Join(parts, "-") // as MySQL joins a key's parts
 		}
 		return mysql.NewSQLError(mysql.ERDupEntry, mysql.SSConstraintViolation,
 			"Duplicate entry '%s' for key '%s.PRIMARY'", key, e.t.def.name)
