@@ -490,6 +490,7 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 				return res, err
 			}
 		}
+		ed.noteWritten(row) // a duplicate is named as the file wrote it
 		if err := ed.appender.AppendRow(vals...); err != nil {
 			return res, ed.translate(err)
 		}

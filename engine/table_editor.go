@@ -52,7 +52,8 @@ type tableEditor struct {
 	// written holds the keys of the statement's last rows (at most maxWrittenKeys), when its table's
 	// key is collated: DuckDB's error for a duplicate names the key as its index folds it ('emile'),
 	// and MySQL names the value the statement wrote ('Émile'), which translate finds here.
-	written [][]any
+	written     [][]any
+	collatedKey int8 // whether the table's key has an insensitive string column: 1 yes, -1 no, 0 not known yet
 }
 
 // maxWrittenKeys bounds tableEditor.written: a larger statement's duplicate is named as DuckDB folds it.
@@ -257,11 +258,15 @@ func (e *tableEditor) writeGrouped() error {
 // noteWritten keeps row's key in written when the table's key is collated (uniqueIndexFor).
 func (e *tableEditor) noteWritten(row sql.Row) {
 	pk := e.t.def.schema.PkOrdinals
-	collated := false
-	for _, i := range pk {
-		collated = collated || isInsensitiveString(e.t.def.schema.Schema[i].Type)
+	if e.collatedKey == 0 {
+		e.collatedKey = -1
+		for _, i := range pk {
+			if isInsensitiveString(e.t.def.schema.Schema[i].Type) {
+				e.collatedKey = 1
+			}
+		}
 	}
-	if !collated || len(row) != len(e.t.def.schema.Schema) {
+	if e.collatedKey < 0 || len(row) != len(e.t.def.schema.Schema) {
 		return
 	}
 	if len(e.written) == maxWrittenKeys {
