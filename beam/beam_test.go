@@ -564,6 +564,41 @@ func TestShardedJobReleasesEveryRowOnce(t *testing.T) {
 	}
 }
 
+// A CSV file larger than a part is read in parts cut at record boundaries: every row released once,
+// and a bad row in a late part named by its line in the whole file.
+func TestCSVFileReadInParts(t *testing.T) {
+	defer func(b int64) { rowfile.CSVPartBytes = b }(rowfile.CSVPartBytes)
+	rowfile.CSVPartBytes = 8 << 10
+	rows, labels := wdbc(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rows.csv")
+	writeCSV(t, path, rows, labels, 1, 2) // 1,138 rows, about 300 kB
+	raw, _ := os.ReadFile(path)
+	lines := strings.Split(string(raw), "\n")
+	lines[1000] = strings.Replace(lines[1000], ",", ",abc", 1) // line 1,001: its first feature is not a number
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if parts, err := rowfile.CSVParts(path); err != nil || len(parts) < 10 {
+		t.Fatalf("parts %v, %v: the test wants many", parts, err)
+	}
+	sum, err := Run(context.Background(), Job{In: path, Cols: Columns{ID: "id", Label: "y"},
+		Spec: Spec{Mechanism: pcaFile(t, rows), Eps: 4, Label: "y", K: 2, Lambda: 0.7}, Out: Output{Dir: filepath.Join(dir, "out")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Rows != 1137 || sum.Bad != 1 {
+		t.Fatalf("summary %+v: want 1,137 rows and 1 bad", sum)
+	}
+	if got := readReleases(t, sum.Files[0]); len(got) != 1137 {
+		t.Errorf("%d distinct ids released, want 1,137", len(got))
+	}
+	bad, _ := os.ReadFile(sum.BadFile)
+	if !strings.Contains(string(bad), path+" line 1001") {
+		t.Errorf("bad rows: %s; want the row named %s line 1001", bad, path)
+	}
+}
+
 // nonFinite finds the first NaN or infinity as testing each value does, whatever the length, and
 // never calls an extreme finite value (the largest, the smallest subnormal, -0) non-finite.
 func TestNonFinite(t *testing.T) {

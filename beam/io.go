@@ -181,22 +181,33 @@ func emitReleased(emit func(Release), emitBad func(BadRow)) func(released) {
 	}
 }
 
-// FilePart is rows [From, To) of a Parquet file, or a whole file (Whole).
+// FilePart is rows [From, To) of a Parquet file, bytes [From, To) of a CSV file whose line Line is at
+// From (rowfile.CSVPart), or a whole file (Whole).
 type FilePart struct {
 	Path     string
 	From, To int64
+	Line     int64
 	Whole    bool
 }
 
-// splitFn splits a Parquet file into its parts; a CSV file, or a file whose parts cannot be read
-// (readFn then reports why), is one part.
+// splitFn splits a file into its parts: a Parquet file along its row groups, a CSV file at record
+// boundaries (rowfile.CSVParts; about 64 MiB each). A file of one part, or whose parts cannot be found
+// (readFn then reports why), is read whole.
 type splitFn struct{}
 
 func (splitFn) ProcessElement(md fileio.FileMetadata, emit func(FilePart)) {
-	if f, err := rowfile.FormatOf(md.Path); err == nil && f == rowfile.Parquet {
+	switch f, _ := rowfile.FormatOf(md.Path); f {
+	case rowfile.Parquet:
 		if parts, err := rowfile.Parts(md.Path); err == nil {
 			for _, p := range parts {
 				emit(FilePart{Path: md.Path, From: p[0], To: p[1]})
+			}
+			return
+		}
+	case rowfile.CSV:
+		if parts, err := rowfile.CSVParts(md.Path); err == nil && len(parts) > 1 {
+			for _, p := range parts {
+				emit(FilePart{Path: md.Path, From: p.From, To: p.To, Line: p.Line})
 			}
 			return
 		}
@@ -227,9 +238,12 @@ func (f *readFn) read(part FilePart, emit func(Row)) {
 	bad := func(where string, err error) { countRead.Add(1); emit(Row{Where: where, Err: err.Error()}) }
 	var src rowfile.Source
 	var err error
-	if part.Whole {
+	switch f, _ := rowfile.FormatOf(part.Path); {
+	case part.Whole:
 		src, err = rowfile.Open(part.Path)
-	} else {
+	case f == rowfile.CSV:
+		src, err = rowfile.OpenCSVPart(part.Path, rowfile.CSVPart{From: part.From, To: part.To, Line: part.Line})
+	default:
 		src, err = rowfile.OpenPart(part.Path, part.From, part.To)
 	}
 	if err != nil {

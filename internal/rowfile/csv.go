@@ -17,6 +17,8 @@ type csvSource struct {
 	r    *csv.Reader
 	cols []Column
 	line int // of the record Next returned last
+
+	lineBase int64 // the file's lines before the part r reads (OpenCSVPart)
 }
 
 func openCSV(path string) (*csvSource, error) {
@@ -53,6 +55,7 @@ func (s *csvSource) Next() ([]any, error) {
 		return nil, fmt.Errorf("%s: %w", s.path, err)
 	}
 	s.line, _ = s.r.FieldPos(0)
+	s.line += int(s.lineBase)
 	cells := make([]any, len(rec))
 	for i, v := range rec {
 		cells[i] = v
@@ -158,4 +161,107 @@ func (s *csvSink) Discard() {
 	s.done = true
 	s.f.Close()
 	os.Remove(s.tmp)
+}
+
+// CSVPartBytes is the size a CSV file is cut into parts of (at the first record boundary from each
+// multiple of it), the 64 MiB of a Parquet part; a variable so that tests can cut small files.
+var CSVPartBytes int64 = 64 << 20
+
+// CSVPart is a range of a CSV file's records to read apart: bytes [From, To), which begin and end at a
+// record boundary, and Line, the file's line number at From (so rows are named as in the whole file).
+type CSVPart struct{ From, To, Line int64 }
+
+// CSVParts cuts a CSV file into parts of about 64 MiB at record boundaries. It reads the file once,
+// following RFC 4180's quoting (a quoted field may hold commas, line breaks and doubled quotes): a line
+// break ends a record only outside quotes. A file whose quoting is not well formed (a quote inside an
+// unquoted field, or text after a closing quote), which the reader reports as a bad row, is one part,
+// as is a file smaller than a part; the first part holds the header line.
+func CSVParts(path string) ([]CSVPart, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := info.Size()
+	whole := []CSVPart{{From: 0, To: size, Line: 1}}
+	if size <= CSVPartBytes {
+		return whole, nil
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	var (
+		parts      []CSVPart
+		from       int64 // where the current part begins
+		line       int64 = 1
+		fromLine   int64 = 1
+		inQuote    bool
+		fieldStart = true // the next byte begins a field
+		closed     bool   // a quoted field's closing quote was just read
+	)
+	for off := int64(0); ; off++ {
+		c, err := r.ReadByte()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		switch {
+		case inQuote && c == '"':
+			inQuote, closed = false, true // or the first of a doubled quote: the next byte says
+			continue
+		case inQuote:
+			if c == '\n' {
+				line++
+			}
+			continue
+		case c == '"' && closed: // a doubled quote inside the field
+			inQuote, closed = true, false
+			continue
+		case c == '"' && fieldStart:
+			inQuote, fieldStart = true, false
+			continue
+		case c == '"':
+			return whole, nil // a quote inside an unquoted field
+		case closed && c != ',' && c != '\n' && c != '\r':
+			return whole, nil // text after a closing quote
+		}
+		closed = false
+		fieldStart = c == ',' || c == '\n'
+		if c == '\n' {
+			line++
+			if end := off + 1; end-from >= CSVPartBytes && end < size {
+				parts = append(parts, CSVPart{From: from, To: end, Line: fromLine})
+				from, fromLine = end, line
+			}
+		}
+	}
+	if inQuote {
+		return whole, nil // a quoted field never closed
+	}
+	return append(parts, CSVPart{From: from, To: size, Line: fromLine}), nil
+}
+
+// OpenCSVPart opens the records of part p of a CSV file (CSVParts) for reading, with the columns its
+// header line names; Where names a row by its line in the whole file.
+func OpenCSVPart(path string, p CSVPart) (Source, error) {
+	s, err := openCSV(path)
+	if err != nil || p.From == 0 {
+		if err == nil {
+			s.r = csv.NewReader(io.NewSectionReader(s.f, 0, p.To))
+			s.r.ReuseRecord = true
+			if _, err = s.r.Read(); err != nil { // the header again
+				s.Close()
+				return nil, fmt.Errorf("%s: reading the header: %w", path, err)
+			}
+		}
+		return s, err
+	}
+	s.r = csv.NewReader(io.NewSectionReader(s.f, p.From, p.To-p.From))
+	s.r.ReuseRecord = true
+	s.lineBase = p.Line - 1
+	return s, nil
 }

@@ -3,6 +3,7 @@ package rowfile
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -435,5 +436,90 @@ func TestParquetReadersReuseInstances(t *testing.T) {
 	idleMu.Unlock()
 	if held == 0 || lists == 0 || held > maxIdleReaders || lists > maxIdleReaders {
 		t.Errorf("%d and %d idle reader instances, want 1..%d of each", held, lists, maxIdleReaders)
+	}
+}
+
+// CSVParts cuts a CSV file at record boundaries only — never inside a quoted field that holds line
+// breaks, commas or doubled quotes, CRLF or LF — and OpenCSVPart reads each part as a Source of the
+// whole file would: every record once, in order, each named by the same Where (its line in the file).
+// A file whose quoting the reader would reject is not cut.
+func TestCSVParts(t *testing.T) {
+	defer func(b int64) { CSVPartBytes = b }(CSVPartBytes)
+	CSVPartBytes = 300
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("id,label,note\n")
+	for i := range 2000 {
+		note := fmt.Sprintf("plain %d", i)
+		switch i % 7 {
+		case 3:
+			note = fmt.Sprintf("\"two\nlines, a comma and \"\"quotes\"\" %d\"", i)
+		case 5:
+			note = "\"\""
+		}
+		end := "\n"
+		if i%4 == 1 {
+			end = "\r\n"
+		}
+		fmt.Fprintf(&b, "%d,%d,%s%s", i, i%3, note, end)
+	}
+	path := filepath.Join(dir, "rows.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, whole, _ := readAll(t, path)
+	src, _ := Open(path)
+	var wheres []string
+	for {
+		if _, err := src.Next(); err != nil {
+			break
+		}
+		wheres = append(wheres, src.Where())
+	}
+	src.Close()
+	parts, err := CSVParts(path)
+	if err != nil || len(parts) < 20 {
+		t.Fatalf("parts %v, %v: the test wants many", parts, err)
+	}
+	i := 0
+	for k, p := range parts {
+		if k > 0 && p.From != parts[k-1].To {
+			t.Fatalf("part %d starts at %d, the one before ends at %d", k, p.From, parts[k-1].To)
+		}
+		src, err := OpenCSVPart(path, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			r, err := src.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("part %v: %v", p, err)
+			}
+			if i >= len(whole) || !reflect.DeepEqual(r, whole[i]) || src.Where() != wheres[i] {
+				t.Fatalf("part %v: row %v at %s, want row %d %v at %s", p, r, src.Where(), i, whole[i], wheres[i])
+			}
+			i++
+		}
+		src.Close()
+	}
+	if i != len(whole) || parts[len(parts)-1].To != int64(b.Len()) {
+		t.Errorf("the parts hold %d rows and end at %d; the file %d rows and %d bytes", i, parts[len(parts)-1].To, len(whole), b.Len())
+	}
+
+	for name, text := range map[string]string{
+		"bare quote":    "a,b\n" + strings.Repeat("1,2\n", 100) + "1,x\"y\n" + strings.Repeat("3,4\n", 100),
+		"after closing": "a,b\n" + strings.Repeat("1,2\n", 100) + "1,\"x\"y\n" + strings.Repeat("3,4\n", 100),
+		"never closed":  "a,b\n" + strings.Repeat("1,2\n", 100) + "1,\"x\n" + strings.Repeat("3,4\n", 100),
+	} {
+		bad := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".csv")
+		if err := os.WriteFile(bad, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if parts, err := CSVParts(bad); err != nil || len(parts) != 1 || parts[0] != (CSVPart{0, int64(len(text)), 1}) {
+			t.Errorf("%s: parts %v, %v; want the whole file as one", name, parts, err)
+		}
 	}
 }
