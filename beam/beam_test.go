@@ -627,3 +627,21 @@ func TestNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// A runner a job cannot run on is refused before anything is read or written, saying why.
+func TestUnsupportedRunnersAreRefusedFirst(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	for runner, want := range map[string]string{
+		"dataflow": "runner dataflow is not supported: a job reads and writes local paths",
+		"direct":   `runner "direct": want prism, flink, spark or universal`,
+	} {
+		_, err := Run(context.Background(), Job{In: filepath.Join(dir, "none-*.csv"), Runner: runner, Out: Output{Dir: out}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("runner %s: %v, want %q", runner, err, want)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused job made its output directory: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -66,6 +67,9 @@ func (j Job) Pipeline() *beam.Pipeline {
 // Run checks the job, runs its pipeline on its runner and returns what it committed. The output
 // directory must hold no releases yet; nothing is final in it until the job's commit.
 func Run(ctx context.Context, j Job) (Summary, error) {
+	if err := checkRunner(j.Runner); err != nil {
+		return Summary{}, err
+	}
 	if _, err := j.Spec.Releaser(); err != nil {
 		return Summary{}, err
 	}
@@ -192,7 +196,7 @@ func (j Job) run(ctx context.Context, p *beam.Pipeline) error {
 			return err
 		})
 	default:
-		return fmt.Errorf("runner %q: want prism, flink, spark or universal", j.Runner)
+		return checkRunner(j.Runner)
 	}
 }
 
@@ -202,6 +206,21 @@ func removeScratchOutput(dir string) {
 	os.Remove(filepath.Join(dir, SummaryFile))
 	os.RemoveAll(filepath.Join(dir, StagingDir))
 	os.Remove(dir) // only if empty
+}
+
+// checkRunner refuses a runner a job cannot run on, before anything is read or written.
+func checkRunner(runner string) error {
+	switch runner {
+	case "", "prism", "flink", "spark", "universal":
+		return nil
+	case "dataflow":
+		// Beam's Dataflow runner would submit the job, but its workers could not read the input or
+		// write the output: a job reads and writes paths of a file system its workers mount.
+		return errors.New("runner dataflow is not supported: a job reads and writes local paths (or a file system " +
+			"every worker mounts), which Dataflow's workers cannot, and gs:// paths are not supported yet; " +
+			"use prism, or flink or spark with a shared file system")
+	}
+	return fmt.Errorf("runner %q: want prism, flink, spark or universal", runner)
 }
 
 func isURL(s string) bool {
