@@ -15,8 +15,8 @@ type groupCommit[T any] struct {
 	running bool
 	last    int // how many items the committer's last batch held; 0 before its first
 
-	recent [16]int       // the sizes of the last batches, a ring at next
-	next   int           //
+	recent [16]int // the sizes of the last batches: a ring, next the slot of the next one
+	next   int
 	want   int           // while the committer lingers: the queue's length that ends its wait; else 0
 	full   chan struct{} // signalled by add when the queue reaches want
 }
