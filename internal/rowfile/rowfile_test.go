@@ -362,6 +362,17 @@ func TestParquetParts(t *testing.T) {
 		sqlString(path) + " (FORMAT parquet, ROW_GROUP_SIZE 2048)"); err != nil {
 		t.Fatal(err)
 	}
+	parts, err := Parts(path)
+	if err != nil || len(parts) < 2 {
+		t.Fatalf("parts %v, %v: the test wants several", parts, err)
+	}
+	readsAsWhole(t, path, len(parts), func(k int) (Source, error) { return OpenPart(path, parts[k][0], parts[k][1]) })
+}
+
+// readsAsWhole checks that the n parts open returns hold path's rows as a Source of the whole file
+// reads them: every row once, in order, each named by the same Where.
+func readsAsWhole(t *testing.T, path string, n int, open func(k int) (Source, error)) {
+	t.Helper()
 	_, whole, _ := readAll(t, path)
 	src, _ := Open(path)
 	var wheres []string
@@ -372,13 +383,9 @@ func TestParquetParts(t *testing.T) {
 		wheres = append(wheres, src.Where())
 	}
 	src.Close()
-	parts, err := Parts(path)
-	if err != nil || len(parts) < 2 {
-		t.Fatalf("parts %v, %v: the test wants several", parts, err)
-	}
 	i := 0
-	for _, p := range parts {
-		src, err := OpenPart(path, p[0], p[1])
+	for k := range n {
+		src, err := open(k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,10 +395,10 @@ func TestParquetParts(t *testing.T) {
 				break
 			}
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("part %d: %v", k, err)
 			}
-			if !reflect.DeepEqual(r, whole[i]) || src.Where() != wheres[i] {
-				t.Fatalf("part %v: row %v at %s, want %v at %s", p, r, src.Where(), whole[i], wheres[i])
+			if i >= len(whole) || !reflect.DeepEqual(r, whole[i]) || src.Where() != wheres[i] {
+				t.Fatalf("part %d: row %v at %s, want row %d of %d", k, r, src.Where(), i, len(whole))
 			}
 			i++
 		}
@@ -467,47 +474,19 @@ func TestCSVParts(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, whole, _ := readAll(t, path)
-	src, _ := Open(path)
-	var wheres []string
-	for {
-		if _, err := src.Next(); err != nil {
-			break
-		}
-		wheres = append(wheres, src.Where())
-	}
-	src.Close()
 	parts, err := CSVParts(path)
 	if err != nil || len(parts) < 20 {
 		t.Fatalf("parts %v, %v: the test wants many", parts, err)
 	}
-	i := 0
-	for k, p := range parts {
-		if k > 0 && p.From != parts[k-1].To {
-			t.Fatalf("part %d starts at %d, the one before ends at %d", k, p.From, parts[k-1].To)
+	for k := 1; k < len(parts); k++ {
+		if parts[k].From != parts[k-1].To {
+			t.Fatalf("part %d starts at %d, the one before ends at %d", k, parts[k].From, parts[k-1].To)
 		}
-		src, err := OpenCSVPart(path, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			r, err := src.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("part %v: %v", p, err)
-			}
-			if i >= len(whole) || !reflect.DeepEqual(r, whole[i]) || src.Where() != wheres[i] {
-				t.Fatalf("part %v: row %v at %s, want row %d %v at %s", p, r, src.Where(), i, whole[i], wheres[i])
-			}
-			i++
-		}
-		src.Close()
 	}
-	if i != len(whole) || parts[len(parts)-1].To != int64(b.Len()) {
-		t.Errorf("the parts hold %d rows and end at %d; the file %d rows and %d bytes", i, parts[len(parts)-1].To, len(whole), b.Len())
+	if end := parts[len(parts)-1].To; end != int64(b.Len()) {
+		t.Fatalf("the parts end at %d, the file at %d", end, b.Len())
 	}
+	readsAsWhole(t, path, len(parts), func(k int) (Source, error) { return OpenCSVPart(path, parts[k]) })
 
 	for name, text := range map[string]string{
 		"bare quote":    "a,b\n" + strings.Repeat("1,2\n", 100) + "1,x\"y\n" + strings.Repeat("3,4\n", 100),
