@@ -565,6 +565,63 @@ func trialsNote(trials int) string {
 	return fmt.Sprintf("Mean ± sample standard deviation (number of trials) over %d trials", trials)
 }
 
+// columnsProtocol says how the run's columns release and classify, naming only the columns it has: the
+// latent mechanisms (VLM, PCA) with Laplace and the prior-marginalised classifier, the raw-pixel
+// baselines with the forward-corrected one (where the experiment's own paragraph does not say it).
+func columnsProtocol(cfg reproConfig) string {
+	var encoders, pixels []string
+	laplaceOnly := true // every latent column is released by Laplace and classified by Eq 4.11
+	for _, m := range cfg.mechs {
+		c := columnOfName(m, cfg.exp)
+		if c.encoder != "box" && (c.randomiser != "laplace" || c.objective != "marginal") {
+			laplaceOnly = false
+		}
+		switch {
+		case c.encoder == "box":
+			pixels = append(pixels, map[string]string{"laplace": "Laplace (ε_x/784 per pixel)", "duchi": "Duchi", "privunit": "PrivUnit"}[c.randomiser])
+		case strings.HasPrefix(c.encoder, "vlm") && !slices.Contains(encoders, "vlm"):
+			encoders = append(encoders, "vlm")
+		case c.encoder == "pca" && !slices.Contains(encoders, "pca"):
+			encoders = append(encoders, "pca")
+		}
+	}
+	var parts []string
+	if slices.Contains(encoders, "vlm") {
+		parts = append(parts, fmt.Sprintf("VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs)", int(cfg.vlmEpochs)))
+	}
+	if slices.Contains(encoders, "pca") {
+		l := ""
+		if slices.Contains(encoders, "vlm") {
+			l = " (same l)"
+		}
+		parts = append(parts, "PCA d = 8"+l)
+	}
+	text := strings.Join(parts, " and ")
+	if cfg.exp.novel > 0 || cfg.exp.privateTest {
+		return strings.TrimSpace(text + " with the Laplace randomiser; every column's classifier as the paragraph above says.")
+	}
+	switch {
+	case text != "" && laplaceOnly:
+		text += " with the Laplace randomiser and the prior-marginalised classifier (Eq 4.11)"
+	case text != "":
+		text += ", released and classified as the paragraph above says"
+	}
+	if len(pixels) > 0 {
+		if text != "" {
+			text += "; "
+		}
+		last := pixels[len(pixels)-1]
+		if len(pixels) > 1 {
+			last = strings.Join(pixels[:len(pixels)-1], ", ") + " and " + last
+		}
+		text += last + " on the raw pixels with the forward-corrected classifier (Eq 4.12)"
+	}
+	if text == "" {
+		return ""
+	}
+	return text + "."
+}
+
 func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string {
 	var b strings.Builder
 	done := 0 // trials finished: the most values any cell holds
@@ -595,15 +652,10 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 			sizes = fmt.Sprintf(" (before the novel class's cut: D1 then drops its class-%d images, about a tenth; D2 and the test "+
 				"images keep theirs and as many others, about a fifth)", cfg.exp.novel)
 		}
-		classifiers := "with the Laplace randomiser and the prior-marginalised classifier (Eq 4.11); Laplace (ε_x/784 per pixel) and " +
-			"Duchi on the raw pixels with the forward-corrected classifier (Eq 4.12)"
-		if cfg.exp.novel > 0 || cfg.exp.privateTest {
-			classifiers = "with the Laplace randomiser; every column's classifier as the paragraph above says"
-		}
 		fmt.Fprintf(&b, "Thesis Table 4.1 protocol: D1 = %d unlabelled images train the mechanisms; D2 = %d images privatised at total ε with λ = %g "+
 			"(ε_x = λε features, ε_y = (1−λ)ε label by k-RR, K = %d), split 9:1 for classifier training/validation; %d clean test images%s. "+
-			"VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs) and PCA d = 8 (same l) %s. %s%s. Wall time %s.\n\n",
-			cfg.nAux, cfg.nPriv, cfg.lambda, cfg.exp.classes(), cfg.nTest, sizes, int(cfg.vlmEpochs), classifiers, note,
+			"%s %s%s. Wall time %s.\n\n",
+			cfg.nAux, cfg.nPriv, cfg.lambda, cfg.exp.classes(), cfg.nTest, sizes, columnsProtocol(cfg), note,
 			map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick], wall.Round(time.Second))
 	}
 	b.WriteString(columnNotes(cfg.mechs, int(cfg.vlmEpochs)))

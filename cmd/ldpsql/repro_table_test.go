@@ -22,6 +22,46 @@ func TestReproTableIsHonestAboutTrials(t *testing.T) {
 	}
 }
 
+// The protocol paragraph names the run's columns and how each is classified, and no column it lacks.
+func TestReproProtocolNamesTheRunsColumns(t *testing.T) {
+	exp := func(name string) *reproExperiment {
+		for i := range reproExperiments {
+			if reproExperiments[i].name == name {
+				return &reproExperiments[i]
+			}
+		}
+		t.Fatalf("no experiment %s", name)
+		return nil
+	}
+	for _, c := range []struct {
+		exp       string
+		mechs     []string
+		want, not []string
+	}{
+		{"data-collection", []string{"vlm", "pca", "laplace", "duchi"},
+			[]string{"VLM d = 8 (l, ε_pre-training per thesis Table A.3, 12 epochs) and PCA d = 8 (same l) with the Laplace randomiser and the prior-marginalised classifier (Eq 4.11); Laplace (ε_x/784 per pixel) and Duchi on the raw pixels with the forward-corrected classifier (Eq 4.12)."}, nil},
+		{"linear", []string{"vlm", "vlm_linear", "pca"},
+			[]string{"and PCA d = 8 (same l) with the Laplace randomiser and the prior-marginalised classifier (Eq 4.11)."}, []string{"Duchi", "raw pixels"}},
+		{"randomisers", []string{"vlm", "vlm_duchi", "pca_privunit"},
+			[]string{"PCA d = 8 (same l), released and classified as the paragraph above says."}, []string{"prior-marginalised classifier (Eq 4.11)"}},
+		{"aux-size", []string{"vlm_eta75", "privunit", "duchi"},
+			[]string{"12 epochs) with the Laplace randomiser and the prior-marginalised classifier (Eq 4.11); PrivUnit and Duchi on the raw pixels"}, []string{"PCA"}},
+	} {
+		cfg := reproConfig{exp: exp(c.exp), trials: 1, eps: []float64{2}, mechs: c.mechs, nAux: 1, nPriv: 1, nTest: 1, lambda: 0.7, vlmEpochs: 12}
+		md := reproMarkdown(cfg, reproResults{}, time.Second)
+		for _, w := range c.want {
+			if !strings.Contains(md, w) {
+				t.Errorf("%s %v: lacks %q:\n%s", c.exp, c.mechs, w, md)
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(md, n) {
+				t.Errorf("%s %v: names %q, which the run lacks:\n%s", c.exp, c.mechs, n, md)
+			}
+		}
+	}
+}
+
 // A run stopped after some of its trials says so: its table is not the one asked for.
 func TestReproTableSaysWhenPartial(t *testing.T) {
 	cfg := reproConfig{exp: &reproExperiments[0], trials: 3, eps: []float64{2}, mechs: []string{"vlm"}, nAux: 1, nPriv: 1, nTest: 1, lambda: 0.7}
