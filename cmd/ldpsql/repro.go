@@ -126,7 +126,7 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	clfEpochs := fs.Int("classifier-epochs", 60, "maximum classifier epochs (early stopping on the validation split)")
 	quick := fs.Bool("quick", false, "a reduced run for tests: 3,000/1,500/1,000 images, ε ∈ {2, 10, ∞}, few epochs (barber: 500/500 images, ε ∈ {16, 64, ∞}, 50 EM iterations)")
 	seed := fs.Uint64("seed", 1, "seed of the first trial")
-	resume := fs.Bool("resume", false, "keep the finished trials in --out's results.json (same sizes and epochs, every asked mechanism and ε present) and run only the rest, with the seeds they would have had")
+	resume := fs.Bool("resume", false, "keep the finished trials in --out's results.json (same sizes and epochs, every asked mechanism and ε present) and run only the rest, with the seeds they would have had; when all are finished, only write results.md, results.json and accuracy.png again")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -218,7 +218,8 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 
 // resumeRepro reads the results.json of a stopped run in cfg.out, checks that it ran the protocol cfg
 // asks for, and returns its finished trials, setting cfg.first and cfg.prevWall. A trial that stopped
-// part way is dropped: it reruns whole, with its seed.
+// part way is dropped: it reruns whole, with its seed. A run that holds every trial asked for gets
+// cfg.first = cfg.trials, and runRepro then only writes its tables again.
 func resumeRepro(cfg *reproConfig) (reproResults, error) {
 	path := filepath.Join(cfg.out, "results.json")
 	raw, err := os.ReadFile(path)
@@ -278,8 +279,8 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 			byEps[k] = xs[:done]
 		}
 	}
-	if done >= cfg.trials {
-		return nil, fmt.Errorf("%s already holds %d trial(s); ask for more with --trials", path, done)
+	if done > cfg.trials {
+		return nil, fmt.Errorf("%s already holds %d trial(s), more than --trials %d asks for", path, done, cfg.trials)
 	}
 	cfg.first, cfg.prevWall = done, time.Duration(prev.WallS*float64(time.Second))
 	return res, nil
@@ -384,6 +385,12 @@ func (r *reproRun) job(what, q string) error {
 // runRepro runs cfg.trials trials, calling trialDone with the results so far after each.
 // prev holds the cfg.first trials already finished (nil for none).
 func runRepro(cfg reproConfig, prev reproResults, log io.Writer, trialDone func(reproResults, time.Duration) error) (reproResults, time.Duration, error) {
+	if cfg.first > 0 && cfg.first >= cfg.trials {
+		// --resume of a finished run: its tables are written again from results.json, with its own
+		// wall time, and nothing is loaded or run.
+		fmt.Fprintf(log, "every trial asked for is in %s: writing its tables again\n", filepath.Join(cfg.out, "results.json"))
+		return prev, cfg.prevWall, nil
+	}
 	start := time.Now().Add(-cfg.prevWall)
 	path := filepath.Join(cfg.out, "repro.duckdb")
 	for _, p := range []string{path, path + ".wal"} {
@@ -659,6 +666,23 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 			map[bool]string{true: " (--quick: reduced sizes)", false: ""}[cfg.quick], wall.Round(time.Second))
 	}
 	b.WriteString(columnNotes(cfg.mechs, int(cfg.vlmEpochs)))
+	writeReproTable(&b, cfg, res, formatCell)
+	if done > 1 {
+		fmt.Fprintf(&b, "\nPer trial (seeds %d–%d, in that order):\n\n", cfg.seed, cfg.seed+uint64(done)-1)
+		writeReproTable(&b, cfg, res, func(xs []float64) string {
+			parts := make([]string, len(xs))
+			for i, x := range xs {
+				parts[i] = fmt.Sprintf("%.1f", 100*x)
+			}
+			return strings.Join(parts, " / ")
+		})
+	}
+	return b.String()
+}
+
+// writeReproTable writes the results as a table, rows ε (largest first), columns the run's mechanisms,
+// each cell as cell prints its accuracies.
+func writeReproTable(b *strings.Builder, cfg reproConfig, res reproResults, cell func([]float64) string) {
 	b.WriteString("| ε |")
 	if cfg.exp.pair != nil {
 		b.WriteString(" ε_x per pixel |")
@@ -676,9 +700,9 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 	b.WriteString("\n")
 	for i := len(cfg.eps) - 1; i >= 0; i-- {
 		eps := cfg.eps[i]
-		fmt.Fprintf(&b, "| %s |", epsLabel(eps))
+		fmt.Fprintf(b, "| %s |", epsLabel(eps))
 		if cfg.exp.pair != nil {
-			fmt.Fprintf(&b, " %s |", perPixelLabel(cfg, eps))
+			fmt.Fprintf(b, " %s |", perPixelLabel(cfg, eps))
 		}
 		for _, m := range cfg.mechs {
 			xs := res[m][epsName(eps)]
@@ -686,11 +710,10 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 				b.WriteString(" – |")
 				continue
 			}
-			fmt.Fprintf(&b, " %s |", formatCell(xs))
+			fmt.Fprintf(b, " %s |", cell(xs))
 		}
 		b.WriteString("\n")
 	}
-	return b.String()
 }
 
 // perPixelLabel is the ε of one pixel's release at total ε: λε/784.
