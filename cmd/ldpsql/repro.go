@@ -576,7 +576,8 @@ func trialsNote(trials int) string {
 // latent mechanisms (VLM, PCA) with Laplace and the prior-marginalised classifier, the raw-pixel
 // baselines with the forward-corrected one (where the experiment's own paragraph does not say it).
 func columnsProtocol(cfg reproConfig) string {
-	var encoders, pixels []string
+	var pixels []string
+	vlm, pca := false, false
 	laplaceOnly := true // every latent column is released by Laplace and classified by Eq 4.11
 	for _, m := range cfg.mechs {
 		c := columnOfName(m, cfg.exp)
@@ -586,22 +587,18 @@ func columnsProtocol(cfg reproConfig) string {
 		switch {
 		case c.encoder == "box":
 			pixels = append(pixels, map[string]string{"laplace": "Laplace (ε_x/784 per pixel)", "duchi": "Duchi", "privunit": "PrivUnit"}[c.randomiser])
-		case strings.HasPrefix(c.encoder, "vlm") && !slices.Contains(encoders, "vlm"):
-			encoders = append(encoders, "vlm")
-		case c.encoder == "pca" && !slices.Contains(encoders, "pca"):
-			encoders = append(encoders, "pca")
+		case strings.HasPrefix(c.encoder, "vlm"):
+			vlm = true
+		case c.encoder == "pca":
+			pca = true
 		}
 	}
 	var parts []string
-	if slices.Contains(encoders, "vlm") {
+	if vlm {
 		parts = append(parts, fmt.Sprintf("VLM d = 8 (l, ε_pre-training per thesis Table A.3, %d epochs)", int(cfg.vlmEpochs)))
 	}
-	if slices.Contains(encoders, "pca") {
-		l := ""
-		if slices.Contains(encoders, "vlm") {
-			l = " (same l)"
-		}
-		parts = append(parts, "PCA d = 8"+l)
+	if pca {
+		parts = append(parts, "PCA d = 8"+map[bool]string{true: " (same l)", false: ""}[vlm])
 	}
 	text := strings.Join(parts, " and ")
 	if cfg.exp.novel > 0 || cfg.exp.privateTest {

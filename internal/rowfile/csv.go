@@ -248,20 +248,18 @@ func CSVParts(path string) ([]CSVPart, error) {
 // OpenCSVPart opens the records of part p of a CSV file (CSVParts) for reading, with the columns its
 // header line names; Where names a row by its line in the whole file.
 func OpenCSVPart(path string, p CSVPart) (Source, error) {
-	s, err := openCSV(path)
-	if err != nil || p.From == 0 {
-		if err == nil {
-			s.r = csv.NewReader(io.NewSectionReader(s.f, 0, p.To))
-			s.r.ReuseRecord = true
-			if _, err = s.r.Read(); err != nil { // the header again
-				s.Close()
-				return nil, fmt.Errorf("%s: reading the header: %w", path, err)
-			}
-		}
-		return s, err
+	s, err := openCSV(path) // the header's columns
+	if err != nil {
+		return nil, err
 	}
 	s.r = csv.NewReader(io.NewSectionReader(s.f, p.From, p.To-p.From))
 	s.r.ReuseRecord = true
 	s.lineBase = p.Line - 1
+	if p.From == 0 { // the first part begins with the header line
+		if _, err := s.r.Read(); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%s: reading the header: %w", path, err)
+		}
+	}
 	return s, nil
 }
