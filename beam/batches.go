@@ -112,5 +112,5 @@ func (f *writeShardBatchesFn) ProcessElement(ctx context.Context, shard int, bat
 		i++
 		return true
 	}
-	return writeShard(f.Spec, f.Out, shard, next, emit)
+	return writeShard(ctx, f.Spec, f.Out, shard, next, emit)
 }

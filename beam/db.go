@@ -679,7 +679,7 @@ func (f *commitTableFn) ProcessElement(ctx context.Context, _ int, staged func(*
 		quoteIdent(f.Sink.Database), quoteIdent(f.Sink.Table))); err != nil {
 		return fmt.Errorf("committing %s: %w", sum.Table, err)
 	}
-	if err := commitStaged(f.Out, staged, &sum); err != nil {
+	if err := commitStaged(ctx, f.Out, staged, &sum); err != nil {
 		return err
 	}
 	emit(sum)

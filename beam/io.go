@@ -3,7 +3,6 @@ package beam
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -196,6 +195,10 @@ type FilePart struct {
 type splitFn struct{}
 
 func (splitFn) ProcessElement(md fileio.FileMetadata, emit func(FilePart)) {
+	if isRemote(md.Path) { // an object is read whole (store.go)
+		emit(FilePart{Path: md.Path, Whole: true})
+		return
+	}
 	switch f, _ := rowfile.FormatOf(md.Path); f {
 	case rowfile.Parquet:
 		if parts, err := rowfile.Parts(md.Path); err == nil {
@@ -239,6 +242,8 @@ func (f *readFn) read(part FilePart, emit func(Row)) {
 	var src rowfile.Source
 	var err error
 	switch f, _ := rowfile.FormatOf(part.Path); {
+	case part.Whole && isRemote(part.Path):
+		src, err = openObject(part.Path)
 	case part.Whole:
 		src, err = rowfile.Open(part.Path)
 	case f == rowfile.CSV:
@@ -377,7 +382,7 @@ func (f *shardFn) ProcessElement(r Release, emit func(int, Release)) error {
 	return nil
 }
 
-func stagingPath(dir, name string) string { return filepath.Join(dir, StagingDir, name) }
+func stagingPath(dir, name string) string { return joinPath(joinPath(dir, StagingDir), name) }
 
 // writeShardFn writes one shard's releases with rowfile, the metadata client.Releaser.Meta gives.
 type writeShardFn struct {
@@ -386,11 +391,11 @@ type writeShardFn struct {
 }
 
 func (f *writeShardFn) ProcessElement(ctx context.Context, shard int, rels func(*Release) bool, emit func(Staged)) error {
-	return writeShard(f.Spec, f.Out, shard, rels, emit)
+	return writeShard(ctx, f.Spec, f.Out, shard, rels, emit)
 }
 
 // writeShard writes one shard's releases, as rels gives them.
-func writeShard(spec Spec, out Output, shard int, rels func(*Release) bool, emit func(Staged)) error {
+func writeShard(ctx context.Context, spec Spec, out Output, shard int, rels func(*Release) bool, emit func(Staged)) error {
 	rel, err := spec.Releaser()
 	if err != nil {
 		return err
@@ -399,8 +404,16 @@ func writeShard(spec Spec, out Output, shard int, rels func(*Release) bool, emit
 	if out.Shards > 1 {
 		name = fmt.Sprintf("releases-%05d%s", shard, out.ext())
 	}
-	path := stagingPath(out.Dir, name)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	staged, final := stagingPath(out.Dir, name), joinPath(out.Dir, name)
+	path := staged // where rowfile writes: a local file, uploaded to staged for an object store
+	if isRemote(out.Dir) {
+		tmp, err := os.MkdirTemp("", "ldpsql-etl-out-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		path = filepath.Join(tmp, name)
+	} else if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	sink, err := rowfile.Create(path, rowfile.OutColumns(out.ID, spec.Label, rel.M.File.OutputDim))
@@ -435,9 +448,20 @@ func writeShard(spec Spec, out Output, shard int, rels func(*Release) bool, emit
 	if err := sink.Finish(meta); err != nil {
 		return err
 	}
-	emit(Staged{Path: path, Final: filepath.Join(out.Dir, name), Rows: n})
-	if out.ext() == ".csv" {
-		emit(Staged{Path: rowfile.MetadataAt(path), Final: rowfile.MetadataAt(filepath.Join(out.Dir, name))})
+	csv := out.ext() == ".csv" // its metadata is a file beside it
+	if path != staged {
+		if err := upload(ctx, path, staged); err != nil {
+			return err
+		}
+		if csv {
+			if err := upload(ctx, rowfile.MetadataAt(path), rowfile.MetadataAt(staged)); err != nil {
+				return err
+			}
+		}
+	}
+	emit(Staged{Path: staged, Final: final, Rows: n})
+	if csv {
+		emit(Staged{Path: rowfile.MetadataAt(staged), Final: rowfile.MetadataAt(final)})
 	}
 	return nil
 }
@@ -447,7 +471,7 @@ type writeBadFn struct{ Out Output }
 
 func (f *writeBadFn) ProcessElement(ctx context.Context, _ int, bad func(*BadRow) bool, emit func(Staged)) error {
 	path := stagingPath(f.Out.Dir, "bad_rows.jsonl")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := mkdirAll(filepath.Dir(path)); err != nil {
 		return err
 	}
 	var rows []BadRow
@@ -462,10 +486,10 @@ func (f *writeBadFn) ProcessElement(ctx context.Context, _ int, bad func(*BadRow
 		sb.Write(line)
 		sb.WriteByte('\n')
 	}
-	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+	if err := writeFile(ctx, path, []byte(sb.String())); err != nil {
 		return err
 	}
-	emit(Staged{Path: path, Final: filepath.Join(f.Out.Dir, "bad_rows.jsonl"), Rows: len(rows), Bad: true})
+	emit(Staged{Path: path, Final: joinPath(f.Out.Dir, "bad_rows.jsonl"), Rows: len(rows), Bad: true})
 	return nil
 }
 
@@ -474,7 +498,7 @@ type commitFn struct{ Out Output }
 
 func (f *commitFn) ProcessElement(ctx context.Context, _ int, staged func(*Staged) bool, emit func(Summary)) error {
 	var sum Summary
-	if err := commitStaged(f.Out, staged, &sum); err != nil {
+	if err := commitStaged(ctx, f.Out, staged, &sum); err != nil {
 		return err
 	}
 	emit(sum)
@@ -483,7 +507,7 @@ func (f *commitFn) ProcessElement(ctx context.Context, _ int, staged func(*Stage
 
 // commitStaged moves every staged file of out into place, adds them and the counts to sum, then writes
 // the summary and removes the staging directory.
-func commitStaged(out Output, staged func(*Staged) bool, sum *Summary) error {
+func commitStaged(ctx context.Context, out Output, staged func(*Staged) bool, sum *Summary) error {
 	var all []Staged
 	var st Staged
 	for staged(&st) {
@@ -497,7 +521,7 @@ func commitStaged(out Output, staged func(*Staged) bool, sum *Summary) error {
 	sort.Slice(all, func(i, j int) bool { return all[i].Final < all[j].Final })
 	for _, st := range all {
 		if st.Path != "" {
-			if err := os.Rename(st.Path, st.Final); err != nil {
+			if err := moveFile(ctx, st.Path, st.Final); err != nil {
 				return fmt.Errorf("committing %s: %w", st.Final, err)
 			}
 		}
@@ -512,10 +536,10 @@ func commitStaged(out Output, staged func(*Staged) bool, sum *Summary) error {
 		}
 	}
 	raw, _ := json.MarshalIndent(sum, "", "  ")
-	if err := os.WriteFile(filepath.Join(out.Dir, SummaryFile), append(raw, '\n'), 0o644); err != nil {
+	if err := writeFile(ctx, joinPath(out.Dir, SummaryFile), append(raw, '\n')); err != nil {
 		return err
 	}
-	return os.RemoveAll(filepath.Join(out.Dir, StagingDir))
+	return removeAll(ctx, joinPath(out.Dir, StagingDir))
 }
 
 // CheckOutput refuses an output directory that already holds releases, a summary or a staging
@@ -528,18 +552,19 @@ const jobFile = "JOB"
 // checkOutput is CheckOutput for job: a staging directory that job left (a killed try of it) is
 // removed, as its releases never became final.
 func checkOutput(dir, job string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return os.MkdirAll(dir, 0o755)
-	}
+	ctx := context.Background()
+	names, err := listDir(ctx, dir)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		n := e.Name()
+	if names == nil {
+		return mkdirAll(dir)
+	}
+	staging := joinPath(dir, StagingDir)
+	for _, n := range names {
 		if n == StagingDir && job != "" {
-			if raw, err := os.ReadFile(filepath.Join(dir, StagingDir, jobFile)); err == nil && string(raw) == job {
-				if err := os.RemoveAll(filepath.Join(dir, StagingDir)); err != nil {
+			if raw, err := readFile(ctx, joinPath(staging, jobFile)); err == nil && string(raw) == job {
+				if err := removeAll(ctx, staging); err != nil {
 					return err
 				}
 				continue

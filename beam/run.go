@@ -97,8 +97,10 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 		return Summary{}, fmt.Errorf("the label column is %q to read and %q to release", j.Cols.Label, j.Spec.Label)
 	}
 	var err error
-	if j.Out.Dir, err = filepath.Abs(j.Out.Dir); err != nil {
-		return Summary{}, err
+	if !isRemote(j.Out.Dir) {
+		if j.Out.Dir, err = filepath.Abs(j.Out.Dir); err != nil {
+			return Summary{}, err
+		}
 	}
 	if j.From == nil && !isURL(j.In) {
 		if j.In, err = filepath.Abs(j.In); err != nil {
@@ -114,10 +116,11 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 	if err := checkOutput(j.Out.Dir, j.ID); err != nil {
 		return Summary{}, err
 	}
-	if err := os.MkdirAll(filepath.Join(j.Out.Dir, StagingDir), 0o755); err != nil {
+	staging := joinPath(j.Out.Dir, StagingDir)
+	if err := mkdirAll(staging); err != nil {
 		return Summary{}, err
 	}
-	if err := os.WriteFile(filepath.Join(j.Out.Dir, StagingDir, jobFile), []byte(j.ID), 0o644); err != nil {
+	if err := writeFile(ctx, joinPath(staging, jobFile), []byte(j.ID)); err != nil {
 		return Summary{}, err
 	}
 	if !beam.Initialized() {
@@ -128,14 +131,14 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 	var sink *sinkPlan
 	err = j.plan(ctx, &sink)
 	if err != nil {
-		os.RemoveAll(filepath.Join(j.Out.Dir, StagingDir))
+		removeAll(context.WithoutCancel(ctx), staging)
 		if sink != nil {
 			dropStaging(*sink)
 		}
 		return Summary{}, err
 	}
 	var sum Summary
-	raw, err := os.ReadFile(filepath.Join(j.Out.Dir, SummaryFile))
+	raw, err := readFile(ctx, joinPath(j.Out.Dir, SummaryFile))
 	if err != nil {
 		return sum, fmt.Errorf("the job ended without its summary: %w", err)
 	}
@@ -214,11 +217,11 @@ func checkRunner(runner string) error {
 	case "", "prism", "flink", "spark", "universal":
 		return nil
 	case "dataflow":
-		// Beam's Dataflow runner would submit the job, but its workers could not read the input or
-		// write the output: a job reads and writes paths of a file system its workers mount.
-		return errors.New("runner dataflow is not supported: a job reads and writes local paths (or a file system " +
-			"every worker mounts), which Dataflow's workers cannot, and gs:// paths are not supported yet; " +
-			"use prism, or flink or spark with a shared file system")
+		// Its workers could read and write gs:// paths (store.go), but ldpsql-etl does not link Beam's
+		// Dataflow runner: nothing here can reach Google Cloud to test a submission.
+		return errors.New("runner dataflow is not supported: ldpsql-etl does not include Beam's Dataflow runner, " +
+			"which could not be tested without a Google Cloud project; use flink or spark (their workers read and " +
+			"write s3:// and gs:// paths, or a shared file system), or prism")
 	}
 	return fmt.Errorf("runner %q: want prism, flink, spark or universal", runner)
 }

@@ -46,6 +46,11 @@ the wrong number of features, a label out of range, a cell that is not a number)
 _SUMMARY.json. Nothing is final there until every file is written. With --to-db, --out (default a new
 temporary directory) holds only bad_rows.jsonl and _SUMMARY.json.
 
+--in, --out and --mechanism may be object-store URLs: s3://bucket/key (credentials, region and an
+S3-compatible store's endpoint as the AWS SDK reads them: AWS_ACCESS_KEY_ID, AWS_REGION,
+AWS_ENDPOINT_URL_S3, ~/.aws) and gs://bucket/object (Google's application default credentials). Each
+worker copies an object it reads to a local temporary file, reads it whole, and removes the copy.
+
 Flags:
 `
 
@@ -78,12 +83,14 @@ Examples:
   ldpsql etl privatize --mechanism my_pca.ldpm --in 'rows-*.csv' --features f1,f2,f3 --eps 8 --out out/ --format csv
   ldpsql etl privatize --mechanism my_pca.ldpm --in '/shared/data/part-*.parquet' --label y --eps 4 --out /shared/out \
       --runner flink --endpoint flink-jobserver:8099 --environment-type DOCKER
+  ldpsql etl privatize --mechanism s3://models/pca4.ldpm --in 's3://lake/rows/part-*.parquet' --label y --k 2 --eps 4 \
+      --out s3://exports/rows-eps4/
   ldpsql etl privatize --mechanism pca4.ldpm --from-db 'dba:pw@tcp(db:3306)/ldpsql' --table people --features f --label y --k 2 \
       --eps 4 --to-db 'dba:pw@tcp(db:3306)/ldpsql' --into people_released
 `)
 	}
-	mechPath := fs.String("mechanism", "", "mechanism file (.ldpm, from ldpsql mechanisms export)")
-	in := fs.String("in", "", "input files, a glob (quote it): .csv with a header or .parquet")
+	mechPath := fs.String("mechanism", "", "mechanism file (.ldpm, from ldpsql mechanisms export), a path or an s3:// or gs:// URL")
+	in := fs.String("in", "", "input files, a glob (quote it): .csv with a header or .parquet, local or s3://bucket/… or gs://bucket/…")
 	features := fs.String("features", "", "feature columns, comma-separated, in order (default: every column but --id and --label)")
 	idCol := fs.String("id", "", "a column copied to the output as it is (a row id; never privatised)")
 	labelCol := fs.String("label", "", "a label column (integers 0..k−1), released by k-RR")
@@ -91,7 +98,7 @@ Examples:
 	eps := fs.Float64("eps", 0, "total ε of each row's release")
 	lambda := fs.Float64("lambda", 0.7, "share of eps for the features when --label is given")
 	randomiser := fs.String("randomiser", mechanisms.RandomiserLaplace, "laplace, duchi, privunit or rrB (a box mechanism only: randomised response on B bins per coordinate, e.g. rr2)")
-	out := fs.String("out", "", "output directory (new, or without releases in it)")
+	out := fs.String("out", "", "output directory (new, or without releases in it), local or an s3:// or gs:// prefix")
 	format := fs.String("format", "parquet", "output format: parquet or csv")
 	shards := fs.Int("shards", 1, "release files to write (each importable on its own)")
 	runner := fs.String("runner", "prism", "prism (in process), flink, spark or universal (a Beam job server)")
@@ -125,7 +132,7 @@ Examples:
 	if !*verbose {
 		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	}
-	raw, err := os.ReadFile(*mechPath)
+	raw, err := ldpbeam.ReadFile(context.Background(), *mechPath)
 	if err != nil {
 		return err
 	}
