@@ -126,7 +126,7 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	clfEpochs := fs.Int("classifier-epochs", 60, "maximum classifier epochs (early stopping on the validation split)")
 	quick := fs.Bool("quick", false, "a reduced run for tests: 3,000/1,500/1,000 images, ε ∈ {2, 10, ∞}, few epochs (barber: 500/500 images, ε ∈ {16, 64, ∞}, 50 EM iterations)")
 	seed := fs.Uint64("seed", 1, "seed of the first trial")
-	resume := fs.Bool("resume", false, "keep the finished trials in --out's results.json (same sizes and epochs, every asked mechanism and ε present) and run only the rest, with the seeds they would have had; when all are finished, only write results.md, results.json and accuracy.png again")
+	resume := fs.Bool("resume", false, "keep what the stopped run in --out finished (same sizes and epochs, every asked mechanism and ε present): its trials, and the ε of the trial it stopped in at which every column finished; run only the rest, with the seeds they would have had; when all are finished, only write results.md, results.json and accuracy.png again")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 			return fmt.Errorf("--resume: %w", err)
 		}
 	}
-	// Each finished trial rewrites the results, so a long run that is stopped keeps the trials it finished.
+	// Each ε a trial finishes rewrites the results, so a long run that is stopped keeps what it finished.
 	res, wall, err := runRepro(cfg, prev, stderr, func(res reproResults, wall time.Duration) error {
 		_, err := writeReproResults(cfg, res, wall)
 		return err
@@ -217,8 +217,9 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 }
 
 // resumeRepro reads the results.json of a stopped run in cfg.out, checks that it ran the protocol cfg
-// asks for, and returns its finished trials, setting cfg.first and cfg.prevWall. A trial that stopped
-// part way is dropped: it reruns whole, with its seed. A run that holds every trial asked for gets
+// asks for, and returns its finished trials, setting cfg.first and cfg.prevWall. Of a trial that
+// stopped part way it keeps the ε at which every column finished (the run wrote its results after
+// each); the rest of that trial reruns with its seed. A run that holds every trial asked for gets
 // cfg.first = cfg.trials, and runRepro then only writes its tables again.
 func resumeRepro(cfg *reproConfig) (reproResults, error) {
 	path := filepath.Join(cfg.out, "results.json")
@@ -274,9 +275,13 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 			res[m][epsName(eps)] = xs
 		}
 	}
-	for _, byEps := range res {
-		for k, xs := range byEps {
-			byEps[k] = xs[:done]
+	for _, eps := range cfg.eps {
+		keep := done
+		if done < cfg.trials && !slices.ContainsFunc(cfg.mechs, func(m string) bool { return len(res[m][epsName(eps)]) <= done }) {
+			keep = done + 1 // trial done+1 finished this ε
+		}
+		for _, m := range cfg.mechs {
+			res[m][epsName(eps)] = res[m][epsName(eps)][:keep]
 		}
 	}
 	if done > cfg.trials {
@@ -382,9 +387,9 @@ func (r *reproRun) job(what, q string) error {
 	}
 }
 
-// runRepro runs cfg.trials trials, calling trialDone with the results so far after each.
-// prev holds the cfg.first trials already finished (nil for none).
-func runRepro(cfg reproConfig, prev reproResults, log io.Writer, trialDone func(reproResults, time.Duration) error) (reproResults, time.Duration, error) {
+// runRepro runs cfg.trials trials, calling epsDone with the results so far after each ε of each.
+// prev holds the cfg.first trials already finished, and any ε of the next that finished (nil for none).
+func runRepro(cfg reproConfig, prev reproResults, log io.Writer, epsDone func(reproResults, time.Duration) error) (reproResults, time.Duration, error) {
 	if cfg.first > 0 && cfg.first >= cfg.trials {
 		// --resume of a finished run: its tables are written again from results.json, with its own
 		// wall time, and nothing is loaded or run.
@@ -453,19 +458,14 @@ func runRepro(cfg reproConfig, prev reproResults, log io.Writer, trialDone func(
 			res[m][k] = slices.Clone(xs)
 		}
 	}
-	if cfg.first > 0 {
+	if prev != nil {
 		r.logf("resuming: %d trial(s) kept from %s, running trials %d–%d (seeds %d–%d)", cfg.first, filepath.Join(cfg.out, "results.json"),
 			cfg.first+1, cfg.trials, cfg.seed+uint64(cfg.first), cfg.seed+uint64(cfg.trials-1))
 	}
+	checkpoint := func() error { return epsDone(res, time.Since(start)) }
 	for t := cfg.first; t < cfg.trials; t++ {
-		seed := cfg.seed + uint64(t)
-		if err := r.trial(seed, train, res); err != nil {
+		if err := r.trial(t, cfg.seed+uint64(t), train, res, checkpoint); err != nil {
 			return nil, 0, err
-		}
-		if t+1 < cfg.trials {
-			if err := trialDone(res, time.Since(start)); err != nil {
-				return nil, 0, err
-			}
 		}
 	}
 	return res, time.Since(start), e.Close()
@@ -628,15 +628,22 @@ func columnsProtocol(cfg reproConfig) string {
 
 func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string {
 	var b strings.Builder
-	done := 0 // trials finished: the most values any cell holds
-	for _, byEps := range res {
-		for _, xs := range byEps {
-			done = max(done, len(xs))
+	// Trials started: the most values any cell holds; finished: the fewest (a run writes its results
+	// after every ε of a trial).
+	done, finished := 0, math.MaxInt
+	for _, m := range cfg.mechs {
+		for _, eps := range cfg.eps {
+			n := len(res[m][epsName(eps)])
+			done, finished = max(done, n), min(finished, n)
 		}
 	}
 	note := trialsNote(done)
-	if done < cfg.trials {
-		note = fmt.Sprintf("Partial results: %d of %d trials finished. %s", done, cfg.trials, note)
+	if finished < cfg.trials {
+		partWay := ""
+		if done > finished {
+			partWay = fmt.Sprintf(", trial %d at some ε (the cells with %d values)", done, done)
+		}
+		note = fmt.Sprintf("Partial results: %d of %d trials finished%s. %s", finished, cfg.trials, partWay, note)
 	}
 	fmt.Fprintf(&b, "# %s\n\n", cfg.exp.title)
 	if cfg.exp.name != "data-collection" {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,16 +110,21 @@ func TestReproTableSaysWhenPartial(t *testing.T) {
 	}
 }
 
-// --resume keeps the finished trials of a stopped run, drops a trial that stopped part way, starts at
-// the next seed, and refuses a results.json of another protocol.
+// --resume keeps the finished trials of a stopped run and, of the trial that stopped part way, the ε
+// at which every column finished; it drops that trial's other cells, starts at its seed, and refuses
+// a results.json of another protocol.
 func TestReproResumeKeepsFinishedTrials(t *testing.T) {
 	dir := t.TempDir()
-	cfg := reproConfig{exp: &reproExperiments[0], out: dir, trials: 3, eps: []float64{2, 4}, mechs: []string{"vlm", "pca"}, nAux: 10, nPriv: 5, nTest: 3,
+	cfg := reproConfig{exp: &reproExperiments[0], out: dir, trials: 3, eps: []float64{2, 4, 6}, mechs: []string{"vlm", "pca"}, nAux: 10, nPriv: 5, nTest: 3,
 		lambda: 0.7, vlmEpochs: 20, clfEpochs: 60, seed: 7}
-	// Trial 1 finished; trial 2 stopped after vlm at ε 2.
-	stopped := reproResults{"vlm": {"2": {0.5, 0.9}, "4": {0.6}}, "pca": {"2": {0.4}, "4": {0.45}}}
+	// Trial 1 finished; trial 2 finished ε 2 and stopped after vlm at ε 4.
+	stopped := reproResults{"vlm": {"2": {0.5, 0.9}, "4": {0.6, 0.65}, "6": {0.7}}, "pca": {"2": {0.4, 0.3}, "4": {0.45}, "6": {0.5}}}
 	if _, err := writeReproResults(cfg, stopped, 90*time.Minute); err != nil {
 		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "results.md"))
+	if !strings.Contains(string(md), "Partial results: 1 of 3 trials finished, trial 2 at some ε (the cells with 2 values)") {
+		t.Errorf("results.md of the stopped run:\n%s", md)
 	}
 	again := cfg
 	got, err := resumeRepro(&again)
@@ -128,8 +134,13 @@ func TestReproResumeKeepsFinishedTrials(t *testing.T) {
 	if again.first != 1 || again.prevWall != 90*time.Minute || again.seed != 7 {
 		t.Errorf("first %d, prevWall %v, seed %d; want 1, 1h30m, 7", again.first, again.prevWall, again.seed)
 	}
-	if v := got["vlm"]["2"]; len(v) != 1 || v[0] != 0.5 {
-		t.Errorf("vlm at ε 2 kept %v, want [0.5] (the stopped trial's cell dropped)", v)
+	want := reproResults{"vlm": {"2": {0.5, 0.9}, "4": {0.6}, "6": {0.7}}, "pca": {"2": {0.4, 0.3}, "4": {0.45}, "6": {0.5}}}
+	for m, byEps := range want {
+		for e, xs := range byEps {
+			if !slices.Equal(got[m][e], xs) {
+				t.Errorf("%s at ε %s kept %v, want %v", m, e, got[m][e], xs)
+			}
+		}
 	}
 	other := cfg
 	other.vlmEpochs = 12
@@ -137,9 +148,9 @@ func TestReproResumeKeepsFinishedTrials(t *testing.T) {
 		t.Errorf("a run of other epochs resumed: %v", err)
 	}
 	more := cfg
-	more.eps = []float64{2, 4, 6}
-	if _, err := resumeRepro(&more); err == nil || !strings.Contains(err.Error(), "vlm at ε 6") {
-		t.Errorf("a run missing ε 6 resumed: %v", err)
+	more.eps = []float64{2, 4, 6, 8}
+	if _, err := resumeRepro(&more); err == nil || !strings.Contains(err.Error(), "vlm at ε 8") {
+		t.Errorf("a run missing ε 8 resumed: %v", err)
 	}
 	done := cfg
 	done.trials = 1

@@ -33,8 +33,9 @@ type reproTrial struct {
 	clean    map[string]float64 // the ε = ∞ accuracy of each encoder on each D2 ("mechanism@d2")
 }
 
-// trial runs the whole protocol once with seed.
-func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) error {
+// trial runs the whole protocol once with seed, as trial index of the run: every ε but those whose
+// every column res already holds for it (a resumed run's), calling checkpoint after each.
+func (r *reproRun) trial(index int, seed uint64, train *datasets.Images, res reproResults, checkpoint func() error) error {
 	t := &reproTrial{r: r, cfg: r.cfg, seed: seed, p: fmt.Sprintf("t%d_", seed), train: train, res: res,
 		loaded: map[string]bool{}, encoders: map[string]bool{}, clean: map[string]float64{}}
 	t.perm = rand.New(rand.NewPCG(seed, 0xfa5)).Perm(len(train.Pixels))
@@ -45,10 +46,17 @@ func (r *reproRun) trial(seed uint64, train *datasets.Images, res reproResults) 
 		return err
 	}
 	for _, eps := range t.cfg.eps {
+		if !slices.ContainsFunc(t.cfg.mechs, func(m string) bool { return len(res[m][epsName(eps)]) <= index }) {
+			r.logf("trial seed %d: ε = %s kept from the stopped run", seed, epsLabel(eps))
+			continue
+		}
 		for _, mech := range t.cfg.mechs {
 			if err := t.cell(mech, eps); err != nil {
 				return err
 			}
+		}
+		if err := checkpoint(); err != nil {
+			return err
 		}
 	}
 	return nil
