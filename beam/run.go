@@ -102,7 +102,14 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 			return Summary{}, err
 		}
 	}
-	if j.From == nil && !isURL(j.In) {
+	if j.From == nil && isRemote(j.In) {
+		// Said here rather than by the pipeline's first stage, in a runner's error.
+		if n, err := countMatches(ctx, j.In); err != nil {
+			return Summary{}, err
+		} else if n == 0 {
+			return Summary{}, fmt.Errorf("no object matches %s", j.In)
+		}
+	} else if j.From == nil && !isURL(j.In) {
 		if j.In, err = filepath.Abs(j.In); err != nil {
 			return Summary{}, err
 		}

@@ -284,3 +284,17 @@ func (s *objectSource) Close() error {
 	s.done()
 	return err
 }
+
+// countMatches counts the objects the URL glob matches.
+func countMatches(ctx context.Context, glob string) (int, error) {
+	fs, err := openStore(ctx, glob)
+	if err != nil {
+		return 0, err
+	}
+	defer fs.Close()
+	objs, err := fs.List(ctx, glob)
+	if err != nil {
+		return 0, fmt.Errorf("listing %s: %w", glob, err)
+	}
+	return len(objs), nil
+}

@@ -110,6 +110,10 @@ func TestObjectStorePaths(t *testing.T) {
 	putObject(t, filepath.Join(dir, "p0.csv"), "s3://lake/elsewhere/p0.csv") // not matched
 
 	spec := Spec{Mechanism: mech, Eps: 4, Label: "y", K: 2, Lambda: 0.7}
+	none := Job{In: "s3://lake/rows/none-*", Cols: Columns{ID: "id", Label: "y"}, Spec: spec, Out: Output{Dir: "s3://exports/none"}}
+	if _, err := Run(context.Background(), none); err == nil || err.Error() != "no object matches s3://lake/rows/none-*" {
+		t.Errorf("a glob that matches no object: %v", err)
+	}
 	job := Job{In: "s3://lake/rows/part-*", Cols: Columns{ID: "id", Label: "y"}, Spec: spec, Out: Output{Dir: "s3://exports/job1/"}}
 	sum, err := Run(context.Background(), job)
 	if err != nil {
