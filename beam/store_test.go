@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
@@ -34,6 +35,23 @@ func s3Server(t *testing.T, buckets ...string) {
 	for k, v := range s3Env(srv.URL) {
 		t.Setenv(k, v)
 	}
+}
+
+// gcsServer starts a GCS server on loopback (fake-gcs-server, over its HTTP JSON API) with the given
+// buckets, and points Google's storage client of this process at it (STORAGE_EMULATOR_HOST, which the
+// client reads for any GCS emulator).
+func gcsServer(t *testing.T, buckets ...string) {
+	t.Helper()
+	srv, err := fakestorage.NewServerWithOptions(fakestorage.Options{Scheme: "http", Host: "127.0.0.1", PublicHost: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	for _, b := range buckets {
+		srv.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: b})
+	}
+	t.Setenv("STORAGE_EMULATOR_HOST", srv.URL())
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "none.json")) // no real credentials are looked for
 }
 
 // s3Env is the environment that points the AWS SDK at an S3 server at url, with no other source of
@@ -85,12 +103,24 @@ func objects(t *testing.T, prefix string) []string {
 	return all
 }
 
-// A job reads its files from an S3 bucket and writes its releases to another: Parquet and CSV parts
-// in, a bad row in each, over the S3 protocol on loopback. The releases come out in place with their
-// metadata, the bad rows are named by their objects' URLs, nothing is left in the staging prefix, and
-// a second job into the same prefix is refused before it runs.
+// A job reads its files from a bucket and writes its releases to another: Parquet and CSV parts in, a
+// bad row in each, over S3's and GCS's protocols on loopback. The releases come out in place with their
+// metadata, the bad rows are named by their objects' URLs, nothing is left in the staging prefix, a
+// second job into the same prefix is refused before it runs, and a killed job's staged objects are
+// replaced by its rerun.
 func TestObjectStorePaths(t *testing.T) {
-	s3Server(t, "lake", "exports")
+	t.Run("s3", func(t *testing.T) {
+		s3Server(t, "lake", "exports")
+		objectStoreJobs(t, "s3")
+	})
+	t.Run("gs", func(t *testing.T) {
+		gcsServer(t, "lake", "exports")
+		objectStoreJobs(t, "gs")
+	})
+}
+
+func objectStoreJobs(t *testing.T, scheme string) {
+	u := func(path string) string { return scheme + "://" + path }
 	rows, labels := wdbc(t)
 	mech := pcaFile(t, rows[:300])
 	dir := t.TempDir()
@@ -105,37 +135,37 @@ func TestObjectStorePaths(t *testing.T) {
 	cells[1] = "abc"
 	lines[3] = strings.Join(cells, ",")
 	os.WriteFile(filepath.Join(dir, "part-1.csv"), []byte(strings.Join(lines, "\n")), 0o644)
-	putObject(t, filepath.Join(dir, "part-0.parquet"), "s3://lake/rows/part-0.parquet")
-	putObject(t, filepath.Join(dir, "part-1.csv"), "s3://lake/rows/part-1.csv")
-	putObject(t, filepath.Join(dir, "p0.csv"), "s3://lake/elsewhere/p0.csv") // not matched
+	putObject(t, filepath.Join(dir, "part-0.parquet"), u("lake/rows/part-0.parquet"))
+	putObject(t, filepath.Join(dir, "part-1.csv"), u("lake/rows/part-1.csv"))
+	putObject(t, filepath.Join(dir, "p0.csv"), u("lake/elsewhere/p0.csv")) // not matched
 
 	spec := Spec{Mechanism: mech, Eps: 4, Label: "y", K: 2, Lambda: 0.7}
-	none := Job{In: "s3://lake/rows/none-*", Cols: Columns{ID: "id", Label: "y"}, Spec: spec, Out: Output{Dir: "s3://exports/none"}}
-	if _, err := Run(context.Background(), none); err == nil || err.Error() != "no object matches s3://lake/rows/none-*" {
+	none := Job{In: u("lake/rows/none-*"), Cols: Columns{ID: "id", Label: "y"}, Spec: spec, Out: Output{Dir: u("exports/none")}}
+	if _, err := Run(context.Background(), none); err == nil || err.Error() != "no object matches "+u("lake/rows/none-*") {
 		t.Errorf("a glob that matches no object: %v", err)
 	}
-	job := Job{In: "s3://lake/rows/part-*", Cols: Columns{ID: "id", Label: "y"}, Spec: spec, Out: Output{Dir: "s3://exports/job1/"}}
+	job := Job{In: u("lake/rows/part-*"), Cols: Columns{ID: "id", Label: "y"}, Spec: spec, Out: Output{Dir: u("exports/job1/")}}
 	sum, err := Run(context.Background(), job)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(err, objects(t, u("exports")))
 	}
 	good := 150 + 119 - 2
-	if sum.Rows != good || sum.Bad != 2 || !slices.Equal(sum.Files, []string{"s3://exports/job1/releases.parquet"}) ||
-		sum.BadFile != "s3://exports/job1/bad_rows.jsonl" {
-		t.Fatalf("summary %+v: want %d rows in s3://exports/job1/releases.parquet, 2 bad", sum, good)
+	if sum.Rows != good || sum.Bad != 2 || !slices.Equal(sum.Files, []string{u("exports/job1/releases.parquet")}) ||
+		sum.BadFile != u("exports/job1/bad_rows.jsonl") {
+		t.Fatalf("summary %+v: want %d rows in %s, 2 bad", sum, good, u("exports/job1/releases.parquet"))
 	}
-	want := []string{"s3://exports/job1/_SUMMARY.json", "s3://exports/job1/bad_rows.jsonl", "s3://exports/job1/releases.parquet"}
-	if got := objects(t, "s3://exports"); !slices.Equal(got, want) {
+	want := []string{u("exports/job1/_SUMMARY.json"), u("exports/job1/bad_rows.jsonl"), u("exports/job1/releases.parquet")}
+	if got := objects(t, u("exports")); !slices.Equal(got, want) {
 		t.Errorf("objects in the output bucket: %v, want %v (nothing staged left)", got, want)
 	}
 
-	local, done, err := fetch(context.Background(), "s3://exports/job1/bad_rows.jsonl")
+	local, done, err := fetch(context.Background(), u("exports/job1/bad_rows.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad, _ := os.ReadFile(local)
 	done()
-	for _, w := range []string{`s3://lake/rows/part-0.parquet row 7: feature 1 is NaN`, `s3://lake/rows/part-1.csv line 4, column f1: \"abc\" is not a number`} {
+	for _, w := range []string{u(`lake/rows/part-0.parquet row 7: feature 1 is NaN`), u(`lake/rows/part-1.csv line 4, column f1: \"abc\" is not a number`)} {
 		if !strings.Contains(string(bad), w) {
 			t.Errorf("bad rows %s: want %s", bad, w)
 		}
@@ -163,14 +193,14 @@ func TestObjectStorePaths(t *testing.T) {
 		t.Errorf("the releases' metadata %s (%v)", metaRaw, err)
 	}
 
-	if _, err := Run(context.Background(), job); err == nil || !strings.Contains(err.Error(), "s3://exports/job1/ already holds") {
-		t.Errorf("a second job into s3://exports/job1/: %v", err)
+	if _, err := Run(context.Background(), job); err == nil || !strings.Contains(err.Error(), u("exports/job1/ already holds")) {
+		t.Errorf("a second job into %s: %v", u("exports/job1/"), err)
 	}
 	// A job id's staged objects are its own: a rerun of a killed try replaces them, another job's are refused.
-	putObject(t, filepath.Join(dir, "p0.csv"), "s3://exports/job2/"+StagingDir+"/releases.parquet")
-	writeFile(context.Background(), "s3://exports/job2/"+StagingDir+"/"+jobFile, []byte("killed"))
+	putObject(t, filepath.Join(dir, "p0.csv"), u("exports/job2/")+StagingDir+"/releases.parquet")
+	writeFile(context.Background(), u("exports/job2/")+StagingDir+"/"+jobFile, []byte("killed"))
 	other := job
-	other.Out.Dir, other.ID = "s3://exports/job2", "another"
+	other.Out.Dir, other.ID = u("exports/job2"), "another"
 	if _, err := Run(context.Background(), other); err == nil || !strings.Contains(err.Error(), "already holds "+StagingDir) {
 		t.Errorf("a job into another's staging prefix: %v", err)
 	}
@@ -178,7 +208,7 @@ func TestObjectStorePaths(t *testing.T) {
 	if sum, err := Run(context.Background(), other); err != nil || sum.Rows != good {
 		t.Errorf("the killed job's rerun: %+v, %v", sum, err)
 	}
-	if got := objects(t, "s3://exports/job2"); len(got) != 3 || slices.ContainsFunc(got, func(o string) bool { return strings.Contains(o, StagingDir) }) {
+	if got := objects(t, u("exports/job2")); len(got) != 3 || slices.ContainsFunc(got, func(o string) bool { return strings.Contains(o, StagingDir) }) {
 		t.Errorf("after the rerun: %v", got)
 	}
 }
