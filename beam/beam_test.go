@@ -99,6 +99,23 @@ func writeCSV(t *testing.T, path string, rows [][]float32, labels []int, firstID
 	}
 }
 
+// setCSVCell sets cell col (0-based) of line (0-based; 0 is the header) of a CSV file of writeCSV's
+// to value.
+func setCSVCell(t *testing.T, path string, line, col int, value string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(raw), "\n")
+	cells := strings.Split(lines[line], ",")
+	cells[col] = value
+	lines[line] = strings.Join(cells, ",")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func duck(t *testing.T) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("duckdb", "")
@@ -145,12 +162,7 @@ func TestPrismPipelineEndToEnd(t *testing.T) {
 		"CASE id WHEN 155 THEN list_transform(f, x -> CAST('nan' AS FLOAT)) WHEN 159 THEN f[1:29] ELSE f END",
 		"CASE id WHEN 161 THEN 7 ELSE y END")
 	writeCSV(t, filepath.Join(in, "part-2.csv"), rows[:3], labels[:3], 1001, 1)
-	raw, _ := os.ReadFile(filepath.Join(in, "part-2.csv"))
-	lines := strings.Split(string(raw), "\n")
-	cells := strings.Split(lines[2], ",")
-	cells[4] = "abc"
-	lines[2] = strings.Join(cells, ",")
-	os.WriteFile(filepath.Join(in, "part-2.csv"), []byte(strings.Join(lines, "\n")), 0o644)
+	setCSVCell(t, filepath.Join(in, "part-2.csv"), 2, 4, "abc")
 
 	spec := Spec{Mechanism: mech, Eps: 4, Label: "y", K: 2, Lambda: 0.7, Batch: 64}
 	out := filepath.Join(dir, "out")

@@ -129,12 +129,7 @@ func objectStoreJobs(t *testing.T, scheme string) {
 	toParquet(t, db, filepath.Join(dir, "p0.csv"), filepath.Join(dir, "part-0.parquet"), 30,
 		"CASE id WHEN 7 THEN list_transform(f, x -> CAST('nan' AS FLOAT)) ELSE f END", "y")
 	writeCSV(t, filepath.Join(dir, "part-1.csv"), rows[450:569], labels[450:569], 151, 1)
-	raw, _ := os.ReadFile(filepath.Join(dir, "part-1.csv"))
-	lines := strings.Split(string(raw), "\n")
-	cells := strings.Split(lines[3], ",")
-	cells[1] = "abc"
-	lines[3] = strings.Join(cells, ",")
-	os.WriteFile(filepath.Join(dir, "part-1.csv"), []byte(strings.Join(lines, "\n")), 0o644)
+	setCSVCell(t, filepath.Join(dir, "part-1.csv"), 3, 1, "abc")
 	putObject(t, filepath.Join(dir, "part-0.parquet"), u("lake/rows/part-0.parquet"))
 	putObject(t, filepath.Join(dir, "part-1.csv"), u("lake/rows/part-1.csv"))
 	putObject(t, filepath.Join(dir, "p0.csv"), u("lake/elsewhere/p0.csv")) // not matched
