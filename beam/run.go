@@ -190,6 +190,11 @@ func (j Job) run(ctx context.Context, p *beam.Pipeline) error {
 		if j.Endpoint == "" {
 			return fmt.Errorf("runner %s needs a job server's endpoint", j.Runner)
 		}
+		// Beam reads these from its global flags; they are set for this job only, so that a later
+		// job of this process on Prism is not sent to this one's job server.
+		defer func(endpoint, env, worker string) {
+			*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.WorkerBinary = endpoint, env, worker
+		}(*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.WorkerBinary)
 		*jobopts.Endpoint = j.Endpoint
 		if j.EnvironmentType != "" {
 			*jobopts.EnvironmentType = j.EnvironmentType
