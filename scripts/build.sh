@@ -29,5 +29,7 @@ for p in identity pca vlm task_aware_linear task_aware clm; do
 done
 go build "${tags[@]}" -ldflags "-X github.com/ldpsql/ldpsql/udf.builtinDigests=$pins" -o bin/ldpsql ./cmd/ldpsql
 # ldpsql etl runs this binary of its own: Apache Beam and its runners are linked here, not into ldpsql.
-go build "${tags[@]}" -o bin/ldpsql-etl ./cmd/ldpsql-etl
+# It is built without OpenBLAS: on a cluster it is its own worker, in Beam's Go SDK container
+# (debian:bookworm with no libopenblas), and it only encodes, which package sgemm's kernel does as fast.
+go build -o bin/ldpsql-etl ./cmd/ldpsql-etl
 echo "built bin/ldpsql and its plugins${tags:+ with OpenBLAS}" >&2
