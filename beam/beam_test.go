@@ -645,8 +645,7 @@ func TestUnsupportedRunnersAreRefusedFirst(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	for runner, want := range map[string]string{
-		"dataflow": "runner dataflow is not supported: ldpsql-etl does not include Beam's Dataflow runner",
-		"direct":   `runner "direct": want prism, flink, spark or universal`,
+		"direct": `runner "direct": want prism, flink, spark, universal or dataflow`,
 	} {
 		_, err := Run(context.Background(), Job{In: filepath.Join(dir, "none-*.csv"), Runner: runner, Out: Output{Dir: out}})
 		if err == nil || !strings.Contains(err.Error(), want) {

@@ -331,6 +331,9 @@ type Summary struct {
 	RefusedRows, RefusedUnits int `json:",omitempty"`
 	// Parts is the parts a --from-db table was read in, in parallel.
 	Parts int `json:",omitempty"`
+	// Template is where the Dataflow runner staged the job as a template (its --template_location),
+	// instead of running it: nothing was released.
+	Template string `json:",omitempty"`
 }
 
 // StagingDir is where WriteReleases writes before its commit, inside the output directory.

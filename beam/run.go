@@ -5,7 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/spark"
@@ -81,6 +82,13 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 	if j.To != nil && j.From == nil {
 		return Summary{}, fmt.Errorf("a job writing to a server reads from one (--from-db); load releases made from files with ldpsql import-releases")
 	}
+	if j.Runner == "dataflow" && !isRemote(j.Out.Dir) {
+		// Its workers write the summary (and the releases) where this process then reads them.
+		return Summary{}, fmt.Errorf("runner dataflow: --out must be a gs:// (or s3://) prefix, not %q: Dataflow's workers cannot write this machine's files", j.Out.Dir)
+	}
+	if j.Runner == "dataflow" && j.From == nil && !isRemote(j.In) {
+		return Summary{}, fmt.Errorf("runner dataflow: --in must be gs:// (or s3://) objects, not %q: Dataflow's workers cannot read this machine's files", j.In)
+	}
 	if j.Out.Dir == "" && j.To != nil {
 		// The job's summary (and a bad_rows.jsonl) need a directory; the releases go to the server.
 		dir, err := os.MkdirTemp("", "ldpsql-etl-"+j.ID+"-")
@@ -145,6 +153,14 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 		return Summary{}, err
 	}
 	var sum Summary
+	if j.Runner == "dataflow" && dataflowTemplate() != "" {
+		// Dataflow staged the job as a template to launch later: nothing ran, and the output prefix
+		// is left as it was.
+		if err := removeAll(ctx, staging); err != nil {
+			return Summary{}, err
+		}
+		return Summary{Template: dataflowTemplate()}, nil
+	}
 	raw, err := readFile(ctx, joinPath(j.Out.Dir, SummaryFile))
 	if err != nil {
 		return sum, fmt.Errorf("the job ended without its summary: %w", err)
@@ -186,26 +202,30 @@ func (j Job) run(ctx context.Context, p *beam.Pipeline) error {
 			_, err := prism.Execute(ctx, p)
 			return err
 		})
+	case "dataflow":
+		// Beam's Dataflow runner reads its options (--project, --region, --staging_location, …) from
+		// the command line's flags, given before the command. Its workers run in its SDK container
+		// (Prism in this process sets the environment to loopback for good: unset it for this job).
+		defer func(env string) { *jobopts.EnvironmentType = env }(*jobopts.EnvironmentType)
+		*jobopts.EnvironmentType = j.EnvironmentType
+		defer selfAsWorker()()
+		return withoutLoopbackLeftovers(false, func() error {
+			_, err := beam.Run(ctx, "dataflow", p)
+			return err
+		})
 	case "flink", "spark", "universal":
 		if j.Endpoint == "" {
 			return fmt.Errorf("runner %s needs a job server's endpoint", j.Runner)
 		}
 		// Beam reads these from its global flags; they are set for this job only, so that a later
 		// job of this process on Prism is not sent to this one's job server.
-		defer func(endpoint, env, worker string) {
-			*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.WorkerBinary = endpoint, env, worker
-		}(*jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.WorkerBinary)
-		*jobopts.Endpoint = j.Endpoint
-		if j.EnvironmentType != "" {
-			*jobopts.EnvironmentType = j.EnvironmentType
-		}
-		if *jobopts.WorkerBinary == "" && runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
-			// This binary is its own worker (the SDK container runs it with --worker); elsewhere
-			// Beam would compile one from the source, or --worker_binary names it.
-			if self, err := os.Executable(); err == nil {
-				*jobopts.WorkerBinary = self
-			}
-		}
+		defer func(endpoint, env string) {
+			*jobopts.Endpoint, *jobopts.EnvironmentType = endpoint, env
+		}(*jobopts.Endpoint, *jobopts.EnvironmentType)
+		// The job's environment, Beam's default (DOCKER) when it names none: not the loopback an
+		// earlier job on Prism in this process set.
+		*jobopts.Endpoint, *jobopts.EnvironmentType = j.Endpoint, j.EnvironmentType
+		defer selfAsWorker()()
 		return withoutLoopbackLeftovers(jobopts.IsLoopback(), func() error {
 			_, err := beam.Run(ctx, j.Runner, p)
 			return err
@@ -226,16 +246,10 @@ func removeScratchOutput(dir string) {
 // checkRunner refuses a runner a job cannot run on, before anything is read or written.
 func checkRunner(runner string) error {
 	switch runner {
-	case "", "prism", "flink", "spark", "universal":
+	case "", "prism", "flink", "spark", "universal", "dataflow":
 		return nil
-	case "dataflow":
-		// Its workers could read and write gs:// paths (store.go), but ldpsql-etl does not link Beam's
-		// Dataflow runner: nothing here can reach Google Cloud to test a submission.
-		return errors.New("runner dataflow is not supported: ldpsql-etl does not include Beam's Dataflow runner, " +
-			"which could not be tested without a Google Cloud project; use flink or spark (their workers read and " +
-			"write s3:// and gs:// paths, or a shared file system), or prism")
 	}
-	return fmt.Errorf("runner %q: want prism, flink, spark or universal", runner)
+	return fmt.Errorf("runner %q: want prism, flink, spark, universal or dataflow", runner)
 }
 
 func isURL(s string) bool {
@@ -248,4 +262,27 @@ func isURL(s string) bool {
 		}
 	}
 	return false
+}
+
+// dataflowTemplate is the Dataflow runner's --template_location: where it stages the job as a template
+// instead of running it.
+func dataflowTemplate() string {
+	if f := flag.Lookup("template_location"); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// selfAsWorker makes this binary the workers' (Beam's --worker_binary) when none is named, and returns
+// what restores the flag. A remote runner's SDK container runs it with --worker; Beam would otherwise
+// compile a worker from the source without cgo, which DuckDB needs. Elsewhere than linux/amd64,
+// --worker_binary names a build for the workers.
+func selfAsWorker() (restore func()) {
+	old := *jobopts.WorkerBinary
+	if old == "" && runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+		if self, err := os.Executable(); err == nil {
+			*jobopts.WorkerBinary = self
+		}
+	}
+	return func() { *jobopts.WorkerBinary = old }
 }

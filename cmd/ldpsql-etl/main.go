@@ -25,8 +25,10 @@ const usage = `Usage: ldpsql etl privatize [flags]   (or ldpsql-etl privatize [f
 
 Release every row of the files --in matches (CSV or Parquet, by each file's extension; a glob such as
 'data/part-*.parquet') with a published mechanism file, as ldpsql privatize does one file, on Apache
-Beam: in this process on Prism (the default), or on a Flink or Spark cluster through its Beam job
-server (--runner flink --endpoint HOST:PORT). Each row's features are encoded, clipped into the
+Beam: in this process on Prism (the default), on a Flink or Spark cluster through its Beam job
+server (--runner flink --endpoint HOST:PORT), or on Google Cloud Dataflow (--runner dataflow, with
+gs:// or s3:// --in and --out, and Beam's --project, --region and --staging_location given before
+privatize; Beam's --template_location stages the job as a template instead). Each row's features are encoded, clipped into the
 mechanism's declared set and released with the randomiser's noise (crypto/rand) at λ·eps, its label by
 k-RR at (1 − λ)·eps; without --label, the features at eps.
 
@@ -85,6 +87,9 @@ Examples:
       --runner flink --endpoint flink-jobserver:8099 --environment-type DOCKER
   ldpsql etl privatize --mechanism s3://models/pca4.ldpm --in 's3://lake/rows/part-*.parquet' --label y --k 2 --eps 4 \
       --out s3://exports/rows-eps4/
+  ldpsql etl --project my-project --region europe-west1 --staging_location gs://my-bucket/beam privatize \
+      --mechanism gs://models/pca4.ldpm --in 'gs://lake/rows/part-*.parquet' --label y --k 2 --eps 4 \
+      --out gs://exports/rows-eps4/ --runner dataflow
   ldpsql etl privatize --mechanism pca4.ldpm --from-db 'dba:pw@tcp(db:3306)/ldpsql' --table people --features f --label y --k 2 \
       --eps 4 --to-db 'dba:pw@tcp(db:3306)/ldpsql' --into people_released
 `)
@@ -101,7 +106,7 @@ Examples:
 	out := fs.String("out", "", "output directory (new, or without releases in it), local or an s3:// or gs:// prefix")
 	format := fs.String("format", "parquet", "output format: parquet or csv")
 	shards := fs.Int("shards", 1, "release files to write (each importable on its own)")
-	runner := fs.String("runner", "prism", "prism (in process), flink, spark or universal (a Beam job server)")
+	runner := fs.String("runner", "prism", "prism (in process), flink, spark or universal (a Beam job server), or dataflow (Beam's flags --project, --region and --staging_location before privatize)")
 	endpoint := fs.String("endpoint", "", "the job server's HOST:PORT (flink, spark, universal)")
 	envType := fs.String("environment-type", "", "how a remote runner runs the workers: DOCKER (Beam's default), PROCESS, EXTERNAL or LOOPBACK")
 	fromDB := fs.String("from-db", "", "read the rows from an ldpsql server: a DSN, user:pass@tcp(host:port)/db")
@@ -188,6 +193,10 @@ Examples:
 	close(done)
 	if err != nil {
 		return err
+	}
+	if sum.Template != "" {
+		fmt.Fprintf(stdout, "staged the job as a Dataflow template at %s: nothing was released; launch it to release the rows into %s\n", sum.Template, *out)
+		return nil
 	}
 	took := time.Since(start)
 	where := strings.Join(sum.Files, ", ")
