@@ -45,7 +45,10 @@ else
   echo "scripts/test.sh: libopenblas-dev is missing (install it: apt-get install libopenblas-dev);" >&2
   echo "the -tags openblas build is not tested" >&2
 fi
-go test -count=1 ./...  # -count=1: the integration tests build the binary, which the test cache cannot see
+# -count=1: the integration tests build the binary, which the test cache cannot see. -timeout 20m: the
+# integration package alone takes 6 to 11 minutes on 2 cores shared with the other packages, past go
+# test's default of 10.
+go test -count=1 -timeout 20m ./...
 
 # A short fuzz run per target, beyond the seed corpora (testdata/fuzz and f.Add) that the run above
 # already checks. Go fuzzes one target per package per invocation, hence a loop over package:target.
