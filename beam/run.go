@@ -91,6 +91,7 @@ func Run(ctx context.Context, j Job) (Summary, error) {
 	}
 	if j.Out.Dir == "" && j.To != nil {
 		// The job's summary (and a bad_rows.jsonl) need a directory; the releases go to the server.
+		removeKilledScratch(j.ID)
 		dir, err := os.MkdirTemp("", "ldpsql-etl-"+j.ID+"-")
 		if err != nil {
 			return Summary{}, err
@@ -241,6 +242,17 @@ func removeScratchOutput(dir string) {
 	os.Remove(filepath.Join(dir, SummaryFile))
 	os.RemoveAll(filepath.Join(dir, StagingDir))
 	os.Remove(dir) // only if empty
+}
+
+// removeKilledScratch removes the scratch directories that killed tries of job left (a killed process
+// cannot remove its own): those named for it whose staging directory it holds.
+func removeKilledScratch(job string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "ldpsql-etl-"+job+"-*"))
+	for _, d := range dirs {
+		if raw, err := os.ReadFile(filepath.Join(d, StagingDir, jobFile)); err == nil && string(raw) == job {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // checkRunner refuses a runner a job cannot run on, before anything is read or written.

@@ -419,6 +419,10 @@ func TestEtlKilledJobRerun(t *testing.T) {
 			if n := f.ints(t, "SELECT COUNT(*) FROM information_schema.tables WHERE table_name LIKE '_ldpsql_etl_%'"); n[0] != 0 {
 				t.Errorf("%d staging tables left", n[0])
 			}
+			// The killed try's scratch directory (its summary's) is removed by the rerun.
+			if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "ldpsql-etl-"+job+"-*")); len(left) != 0 {
+				t.Errorf("scratch directories left: %v", left)
+			}
 		})
 	}
 }
