@@ -474,7 +474,7 @@ type writeBadFn struct{ Out Output }
 
 func (f *writeBadFn) ProcessElement(ctx context.Context, _ int, bad func(*BadRow) bool, emit func(Staged)) error {
 	path := stagingPath(f.Out.Dir, "bad_rows.jsonl")
-	if err := mkdirAll(filepath.Dir(path)); err != nil {
+	if err := mkdirAll(joinPath(f.Out.Dir, StagingDir)); err != nil {
 		return err
 	}
 	var rows []BadRow

@@ -203,6 +203,10 @@ func objectStoreJobs(t *testing.T, scheme string) {
 	if sum, err := Run(context.Background(), other); err != nil || sum.Rows != good {
 		t.Errorf("the killed job's rerun: %+v, %v", sum, err)
 	}
+	// filepath.Dir of a URL is a local path ("s3:/exports/…"): nothing may be made there.
+	if _, err := os.Stat(scheme + ":"); !os.IsNotExist(err) {
+		t.Errorf("a local directory %s: was made: %v", scheme, err)
+	}
 	if got := objects(t, u("exports/job2")); len(got) != 3 || slices.ContainsFunc(got, func(o string) bool { return strings.Contains(o, StagingDir) }) {
 		t.Errorf("after the rerun: %v", got)
 	}
