@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/apache/beam/sdks/v2 v2.77.0
+	github.com/aws/aws-sdk-go-v2/config v1.33.3
 	github.com/chewxy/hm v1.0.0
 	github.com/dolthub/go-mysql-server v0.20.1-0.20260423223733-f292357ffe4c
 	github.com/dolthub/vitess v0.0.0-20260422060906-f6f5b5573b7b
@@ -53,7 +54,6 @@ require (
 	github.com/awalterschulze/gographviz v2.0.3+incompatible // indirect
 	github.com/aws/aws-sdk-go-v2 v1.47.0 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.20 // indirect
-	github.com/aws/aws-sdk-go-v2/config v1.33.3 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.4 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.0 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/s3/manager v1.23.3 // indirect

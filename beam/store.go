@@ -13,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs" // gs:// paths
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/s3"  // s3:// paths
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/ldpsql/ldpsql/internal/rowfile"
 )
@@ -42,13 +43,38 @@ func joinPath(dir, name string) string {
 	return filepath.Join(dir, name)
 }
 
-// openStore opens the file system of the URL p.
-func openStore(ctx context.Context, p string) (filesystem.Interface, error) {
-	fs, err := filesystem.New(ctx, p)
+// openStore opens the file system of the URL p. Beam's S3 and GCS file systems panic when their
+// client cannot be configured, and the AWS SDK without a region fails every request with "Invalid
+// region: region was not a valid DNS name"; both come back as errors that say what to set.
+func openStore(ctx context.Context, p string) (fs filesystem.Interface, err error) {
+	if strings.HasPrefix(p, "s3://") {
+		if err := checkAWSConfig(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			fs, err = nil, fmt.Errorf("%s: opening its object store: %v", p, r)
+		}
+	}()
+	fs, err = filesystem.New(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	return fs, nil
+}
+
+// checkAWSConfig loads the AWS SDK's configuration as Beam's S3 file system will, and says what is
+// wrong with it in the terms a user sets.
+func checkAWSConfig(ctx context.Context) error {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("the AWS configuration (AWS_* variables, AWS_PROFILE, ~/.aws) does not load: %w", err)
+	}
+	if cfg.Region == "" {
+		return errors.New("no AWS region is configured: set AWS_REGION (for an S3-compatible store, any region it accepts, with AWS_ENDPOINT_URL_S3), or region in the profile's ~/.aws/config")
+	}
+	return nil
 }
 
 // readFile is os.ReadFile for a local path or a URL.

@@ -211,3 +211,36 @@ func objectStoreJobs(t *testing.T, scheme string) {
 		t.Errorf("after the rerun: %v", got)
 	}
 }
+
+// TestObjectStoreConfigErrors: an S3 path with the AWS SDK misconfigured is an error that says what to
+// set, not the SDK's "Invalid region" on every request, nor a panic in Beam's S3 file system (which it
+// raised for a profile that does not exist).
+func TestObjectStoreConfigErrors(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"no region", map[string]string{"AWS_REGION": "", "AWS_DEFAULT_REGION": ""}, "set AWS_REGION"},
+		{"unknown profile", map[string]string{"AWS_PROFILE": "no-such-profile"}, "AWS_PROFILE"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s3Server(t, "lake")
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			for _, op := range []func() error{
+				func() error { _, err := readFile(ctx, "s3://lake/x.csv"); return err },
+				func() error { _, err := countMatches(ctx, "s3://lake/*.csv"); return err },
+				func() error { return writeFile(ctx, "s3://lake/out/x.csv", []byte("a\n")) },
+			} {
+				err := op()
+				if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "s3://lake/") {
+					t.Errorf("got %v, want an error naming the path and saying %q", err, c.want)
+				}
+			}
+		})
+	}
+}
