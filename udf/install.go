@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dolthub/go-mysql-server/sql"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/plugins/host"
+	"github.com/ldpsql/ldpsql/plugins/sdk"
 	"github.com/ldpsql/ldpsql/udf/boundary"
 )
 
@@ -174,47 +178,92 @@ func pluginDir(dir string) (string, error) {
 }
 
 // registerBuiltins registers (or re-pins, after ldpsql was rebuilt) each built-in plugin found in dir.
+// A first start over a new database, or the first after a rebuild, hashes and starts every plugin to
+// learn its description: that runs for all plugins at once (about 0.2 s each, which one after another
+// made up most of a first start), and the catalog is written afterwards, in name order.
 func registerBuiltins(ctx context.Context, cat *engine.Catalog, dir string, logf func(string, ...any)) error {
-	for name, file := range BuiltinPlugins {
-		path := filepath.Join(dir, file)
-		if _, err := os.Stat(path); err != nil {
-			logf("built-in plugin %s not found at %s (build it with scripts/build.sh, or set LDPSQL_PLUGIN_DIR): mechanisms using it are unavailable", name, path)
+	names := slices.Sorted(maps.Keys(BuiltinPlugins))
+	found := make([]builtinFound, len(names))
+	for i, name := range names {
+		f := &found[i]
+		f.name, f.path, f.oldPath = name, filepath.Join(dir, BuiltinPlugins[name]), filepath.Join(dir, BuiltinPlugins[name])
+		if _, err := os.Stat(f.path); err != nil {
+			logf("built-in plugin %s not found at %s (build it with scripts/build.sh, or set LDPSQL_PLUGIN_DIR): mechanisms using it are unavailable", name, f.path)
+			f.skip = true
 			continue
 		}
-		digest, err := host.Digest(path)
-		if err != nil {
-			return fmt.Errorf("built-in plugin %s: %w", name, err)
-		}
-		if pinned := pinnedDigest(name); pinned != "" && pinned != digest {
-			logf("built-in plugin %s at %s has SHA-256 %s, but this ldpsql was built with %s: not registered (rebuild with scripts/build.sh)", name, path, digest, pinned)
-			continue
-		}
-		oldPath := path
 		if rec, err := cat.Mechanism(ctx, name); err == nil {
-			if rec.Path == path && rec.SHA256 == digest {
-				continue // registered and unchanged
-			}
-			oldPath = rec.Path // ldpsql was installed elsewhere before: its trained mechanisms follow
+			f.registered = rec
 		}
-		desc, err := host.Handshake(ctx, path, digest)
-		if err != nil {
-			return fmt.Errorf("built-in plugin %s at %s: %w", name, path, err)
+	}
+	var wg sync.WaitGroup
+	for i := range found {
+		if !found[i].skip {
+			wg.Go(func() { found[i].inspect(ctx) })
 		}
-		raw, err := json.Marshal(desc)
+	}
+	wg.Wait()
+	for _, f := range found {
+		switch {
+		case f.skip:
+			continue
+		case f.err != nil:
+			return fmt.Errorf("built-in plugin %s at %s: %w", f.name, f.path, f.err)
+		case f.refused != "":
+			logf("built-in plugin %s at %s has SHA-256 %s, but this ldpsql was built with %s: not registered (rebuild with scripts/build.sh)", f.name, f.path, f.digest, f.refused)
+			continue
+		case f.unchanged:
+			continue
+		}
+		raw, err := json.Marshal(f.desc)
 		if err != nil {
 			return err
 		}
-		if err := cat.ReplaceMechanism(ctx, engine.Mechanism{Name: name, Plugin: name, Path: path, SHA256: digest,
+		if err := cat.ReplaceMechanism(ctx, engine.Mechanism{Name: f.name, Plugin: f.name, Path: f.path, SHA256: f.digest,
 			Description: raw, RegisteredBy: "ldpsql (built-in)", RegisteredAt: time.Now()}); err != nil {
 			return err
 		}
-		if err := cat.RepinBuiltin(ctx, name, oldPath, path, digest); err != nil {
+		if err := cat.RepinBuiltin(ctx, f.name, f.oldPath, f.path, f.digest); err != nil {
 			return err
 		}
-		logf("registered built-in plugin %s (%s, sha256 %s)", name, path, digest[:12])
-		if oldPath != path {
-			logf("built-in plugin %s moved from %s: the mechanisms that ran it there now run it at %s", name, oldPath, path)
+		logf("registered built-in plugin %s (%s, sha256 %s)", f.name, f.path, f.digest[:12])
+		if f.oldPath != f.path {
+			logf("built-in plugin %s moved from %s: the mechanisms that ran it there now run it at %s", f.name, f.oldPath, f.path)
 		}
 	}
 	return nil
+}
+
+// builtinFound is what registerBuiltins learns of one built-in plugin binary before it writes the catalog.
+type builtinFound struct {
+	name, path string
+	registered engine.Mechanism // its catalog record, if it has one
+	skip       bool             // its binary is not there
+
+	digest    string
+	refused   string // the digest this ldpsql was built with, when the binary's differs
+	unchanged bool   // registered at this path with this digest
+	oldPath   string // where the mechanisms trained on it run it now
+	desc      sdk.Description
+	err       error
+}
+
+// inspect hashes the binary and, unless it is registered unchanged or refused, starts it for its
+// description.
+func (f *builtinFound) inspect(ctx context.Context) {
+	if f.digest, f.err = host.Digest(f.path); f.err != nil {
+		return
+	}
+	if pinned := pinnedDigest(f.name); pinned != "" && pinned != f.digest {
+		f.refused = pinned
+		return
+	}
+	if f.registered.Name != "" {
+		if f.registered.Path == f.path && f.registered.SHA256 == f.digest {
+			f.unchanged = true
+			return
+		}
+		f.oldPath = f.registered.Path // ldpsql was installed elsewhere before: its trained mechanisms follow
+	}
+	f.desc, f.err = host.Handshake(ctx, f.path, f.digest)
 }
