@@ -514,13 +514,24 @@ func (f checkClassesFn) ProcessElement(c []int) error {
 }
 
 // Beam leaves an empty beamloopbackworker-* file in the temporary directory after every loopback run
-// (loopback.go); a job removes its own and leaves everyone else's.
+// (loopback.go); a job removes its own, and the stale ones of killed runs, and leaves another running
+// process's.
 func TestJobLeavesNoLoopbackFile(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
 	others := filepath.Join(tmp, "beamloopbackworker-another-process")
-	if err := os.WriteFile(others, nil, 0o600); err != nil {
-		t.Fatal(err)
+	killed := filepath.Join(tmp, "beamloopbackworker-a-killed-run")
+	notOurs := filepath.Join(tmp, "beamloopbackworker-not-empty")
+	for f, content := range map[string]string{others: "", killed: "", notOurs: "data"} {
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, f := range []string{killed, notOurs} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rows, labels := wdbc(t)
 	dir := t.TempDir()
@@ -534,8 +545,8 @@ func TestJobLeavesNoLoopbackFile(t *testing.T) {
 		job.Out.Dir += "x"
 	}
 	left, _ := filepath.Glob(filepath.Join(tmp, "beamloopbackworker-*"))
-	if !slices.Equal(left, []string{others}) {
-		t.Errorf("temporary directory holds %v after two jobs, want only %s", left, others)
+	if want := []string{others, notOurs}; !slices.Equal(left, want) {
+		t.Errorf("temporary directory holds %v after two jobs, want only %v", left, want)
 	}
 }
 

@@ -19,7 +19,8 @@ import (
 // pipeline at the same time. Such a file is needed only until its run has staged it, a few
 // milliseconds after it is made, so it is removed only when it is the sole new file (then it is
 // this run's, and this run has staged it) or older than leftoverAge (then whoever made it has staged
-// it long since); anything else stays.
+// it long since); anything else stays. By the same age rule a run also removes the empty files that
+// were there before it: those of runs killed before they could clean up (SIGKILL, a crash).
 const loopbackPattern = "beamloopbackworker-*"
 
 const leftoverAge = 30 * time.Second
@@ -35,18 +36,19 @@ func withoutLoopbackLeftovers(loopback bool, run func() error) error {
 	dir := os.TempDir()
 	before := loopbackFiles(dir)
 	err := run()
-	var fresh []string
-	for name := range loopbackFiles(dir) {
+	after := loopbackFiles(dir)
+	fresh := 0
+	for name := range after {
 		if !before[name] {
-			fresh = append(fresh, name)
+			fresh++
 		}
 	}
-	for _, name := range fresh {
+	for name := range after {
 		info, statErr := os.Lstat(name)
 		if statErr != nil || !info.Mode().IsRegular() || info.Size() != 0 {
 			continue
 		}
-		if len(fresh) == 1 || time.Since(info.ModTime()) > leftoverAge {
+		if (!before[name] && fresh == 1) || time.Since(info.ModTime()) > leftoverAge {
 			os.Remove(name)
 		}
 	}
