@@ -165,14 +165,44 @@ func (c *Catalog) mechanisms(ctx context.Context, name string) ([]Mechanism, err
 	return out, rows.Err()
 }
 
+// RegisterBuiltin registers built-in plugin m, replacing its row, and re-pins the mechanisms that run
+// it (as RepinBuiltin, from oldPath) in the same transaction. Apart, a crash between the two left
+// them pinned to the old binary while the plugin's own row looked current.
+func (c *Catalog) RegisterBuiltin(ctx context.Context, m Mechanism, oldPath string) error {
+	c.protect(m.Path)
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_mechanisms VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.Name, m.Plugin, m.Path, m.SHA256, string(m.Description), nullString(m.Model), m.RegisteredBy, m.RegisteredAt.UTC()); err != nil {
+		return err
+	}
+	if _, err := repinBuiltin(ctx, tx, m.Name, oldPath, m.Path, m.SHA256); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 // RepinBuiltin points every mechanism that runs built-in plugin name, at its old path or its new
-// one, at the new path and digest. Only for the built-in plugins, which ship with ldpsql: they are
-// re-pinned when ldpsql is rebuilt (a new digest) or installed in another directory (a new path).
-// A mechanism of an external plugin (plugin "external") or at another path is left as it is.
-func (c *Catalog) RepinBuiltin(ctx context.Context, name, oldPath, path, sha256 string) error {
-	_, err := c.db.ExecContext(ctx, `UPDATE `+CatalogSchema+`.ldp_mechanisms SET path = ?, sha256 = ?
-		WHERE plugin = ? AND path IN (?, ?)`, path, sha256, name, oldPath, path)
-	return err
+// one, at the new path and digest, and returns how many it changed. Only for the built-in plugins,
+// which ship with ldpsql: they are re-pinned when ldpsql is rebuilt (a new digest) or installed in
+// another directory (a new path). A mechanism of an external plugin (plugin "external") or at
+// another path is left as it is.
+func (c *Catalog) RepinBuiltin(ctx context.Context, name, oldPath, path, sha256 string) (int64, error) {
+	return repinBuiltin(ctx, c.db, name, oldPath, path, sha256)
+}
+
+func repinBuiltin(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (gosql.Result, error)
+}, name, oldPath, path, sha256 string) (int64, error) {
+	res, err := db.ExecContext(ctx, `UPDATE `+CatalogSchema+`.ldp_mechanisms SET path = ?, sha256 = ?
+		WHERE plugin = ? AND path IN (?, ?) AND (path <> ? OR sha256 <> ?)`, path, sha256, name, oldPath, path, path, sha256)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // PutModel stores m, replacing a model of the same name.

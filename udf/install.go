@@ -213,17 +213,21 @@ func registerBuiltins(ctx context.Context, cat *engine.Catalog, dir string, logf
 			logf("built-in plugin %s at %s has SHA-256 %s, but this ldpsql was built with %s: not registered (rebuild with scripts/build.sh)", f.name, f.path, f.digest, f.refused)
 			continue
 		case f.unchanged:
+			// Mechanisms pinned to another digest at this path were left so by an ldpsql before
+			// RegisterBuiltin's transaction, stopped between registering the plugin and re-pinning.
+			if n, err := cat.RepinBuiltin(ctx, f.name, f.path, f.path, f.digest); err != nil {
+				return err
+			} else if n > 0 {
+				logf("re-pinned %d mechanism(s) of built-in plugin %s to its binary at %s (sha256 %s): an earlier start stopped before it re-pinned them", n, f.name, f.path, f.digest[:12])
+			}
 			continue
 		}
 		raw, err := json.Marshal(f.desc)
 		if err != nil {
 			return err
 		}
-		if err := cat.ReplaceMechanism(ctx, engine.Mechanism{Name: f.name, Plugin: f.name, Path: f.path, SHA256: f.digest,
-			Description: raw, RegisteredBy: "ldpsql (built-in)", RegisteredAt: time.Now()}); err != nil {
-			return err
-		}
-		if err := cat.RepinBuiltin(ctx, f.name, f.oldPath, f.path, f.digest); err != nil {
+		if err := cat.RegisterBuiltin(ctx, engine.Mechanism{Name: f.name, Plugin: f.name, Path: f.path, SHA256: f.digest,
+			Description: raw, RegisteredBy: "ldpsql (built-in)", RegisteredAt: time.Now()}, f.oldPath); err != nil {
 			return err
 		}
 		logf("registered built-in plugin %s (%s, sha256 %s)", f.name, f.path, f.digest[:12])
