@@ -32,17 +32,7 @@ func TestMovedInstallKeepsTrainedMechanisms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := func(dir string) (*ledgerT, []string) {
-		e, err := engine.Open(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var logged []string
-		if _, err := udf.Install(e, udf.Config{PluginDir: dir, Logf: func(f string, a ...any) { logged = append(logged, f) }}); err != nil {
-			t.Fatal(err)
-		}
-		return &ledgerT{t: t, e: e}, logged
-	}
+	open := func(dir string) (*ledgerT, []string) { return openInstalled(t, db, dir) }
 
 	l, _ := open(oldDir)
 	l.q("CREATE TABLE aux (id INT PRIMARY KEY, f LONGBLOB)")
@@ -82,17 +72,7 @@ func TestInterruptedRepinIsFinished(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "repin.duckdb")
 	dir := buildPlugins(t, "identity")
-	open := func() (*ledgerT, []string) {
-		e, err := engine.Open(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var logged []string
-		if _, err := udf.Install(e, udf.Config{PluginDir: dir, Logf: func(f string, a ...any) { logged = append(logged, f) }}); err != nil {
-			t.Fatal(err)
-		}
-		return &ledgerT{t: t, e: e}, logged
-	}
+	open := func() (*ledgerT, []string) { return openInstalled(t, db, dir) }
 	l, _ := open()
 	l.q("CREATE TABLE aux (id INT PRIMARY KEY, f LONGBLOB)")
 	l.q("INSERT INTO aux VALUES (1, LDP_VECTOR(0.1, 0.9)), (2, LDP_VECTOR(0.4, 0.2))")
@@ -117,4 +97,19 @@ func TestInterruptedRepinIsFinished(t *testing.T) {
 	if !slices.ContainsFunc(logged, func(s string) bool { return strings.HasPrefix(s, "re-pinned %d mechanism(s)") }) {
 		t.Errorf("the re-pin is not logged: %q", logged)
 	}
+}
+
+// openInstalled opens the database file db with the SQL functions installed and the built-in plugins
+// found in dir, and returns it with the formats of the lines Install logged.
+func openInstalled(t *testing.T, db, dir string) (*ledgerT, []string) {
+	t.Helper()
+	e, err := engine.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	if _, err := udf.Install(e, udf.Config{PluginDir: dir, Logf: func(f string, a ...any) { logged = append(logged, f) }}); err != nil {
+		t.Fatal(err)
+	}
+	return &ledgerT{t: t, e: e}, logged
 }
