@@ -95,18 +95,22 @@ var (
 // RegisterMechanism adds m; a mechanism of the same name is an error (drop it first).
 func (c *Catalog) RegisterMechanism(ctx context.Context, m Mechanism) error {
 	c.protect(m.Path)
-	_, err := c.db.ExecContext(ctx, `INSERT INTO `+CatalogSchema+`.ldp_mechanisms VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.Name, m.Plugin, m.Path, m.SHA256, string(m.Description), nullString(m.Model), m.RegisteredBy, m.RegisteredAt.UTC())
+	err := insertMechanism(ctx, c.db, "INSERT", m)
 	if err != nil && isDuplicate(err) {
 		return fmt.Errorf("%w: %q (drop it first with CALL ldp_drop_mechanism('%s'))", ErrMechanismExists, m.Name, m.Name)
 	}
 	return err
 }
 
-// ReplaceMechanism registers m, replacing a mechanism of the same name (used when a model is refitted).
-func (c *Catalog) ReplaceMechanism(ctx context.Context, m Mechanism) error {
-	c.protect(m.Path)
-	_, err := c.db.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_mechanisms VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (gosql.Result, error)
+}
+
+// insertMechanism writes m's row with insert: "INSERT", or "INSERT OR REPLACE" to replace a
+// mechanism of the same name.
+func insertMechanism(ctx context.Context, db execer, insert string, m Mechanism) error {
+	_, err := db.ExecContext(ctx, insert+` INTO `+CatalogSchema+`.ldp_mechanisms VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		m.Name, m.Plugin, m.Path, m.SHA256, string(m.Description), nullString(m.Model), m.RegisteredBy, m.RegisteredAt.UTC())
 	return err
 }
@@ -175,8 +179,7 @@ func (c *Catalog) RegisterBuiltin(ctx context.Context, m Mechanism, oldPath stri
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO `+CatalogSchema+`.ldp_mechanisms VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.Name, m.Plugin, m.Path, m.SHA256, string(m.Description), nullString(m.Model), m.RegisteredBy, m.RegisteredAt.UTC()); err != nil {
+	if err := insertMechanism(ctx, tx, "INSERT OR REPLACE", m); err != nil {
 		return err
 	}
 	if _, err := repinBuiltin(ctx, tx, m.Name, oldPath, m.Path, m.SHA256); err != nil {
@@ -194,9 +197,7 @@ func (c *Catalog) RepinBuiltin(ctx context.Context, name, oldPath, path, sha256 
 	return repinBuiltin(ctx, c.db, name, oldPath, path, sha256)
 }
 
-func repinBuiltin(ctx context.Context, db interface {
-	ExecContext(context.Context, string, ...any) (gosql.Result, error)
-}, name, oldPath, path, sha256 string) (int64, error) {
+func repinBuiltin(ctx context.Context, db execer, name, oldPath, path, sha256 string) (int64, error) {
 	res, err := db.ExecContext(ctx, `UPDATE `+CatalogSchema+`.ldp_mechanisms SET path = ?, sha256 = ?
 		WHERE plugin = ? AND path IN (?, ?) AND (path <> ? OR sha256 <> ?)`, path, sha256, name, oldPath, path, path, sha256)
 	if err != nil {

@@ -179,14 +179,16 @@ func pluginDir(dir string) (string, error) {
 
 // registerBuiltins registers (or re-pins, after ldpsql was rebuilt) each built-in plugin found in dir.
 // A first start over a new database, or the first after a rebuild, hashes and starts every plugin to
-// learn its description: that runs for all plugins at once (about 0.2 s each, which one after another
-// made up most of a first start), and the catalog is written afterwards, in name order.
+// learn its description: that runs for all plugins at once (0.1–0.7 s each on a loaded machine, which
+// one after another made up most of a first start), and the catalog is written afterwards, in name
+// order.
 func registerBuiltins(ctx context.Context, cat *engine.Catalog, dir string, logf func(string, ...any)) error {
 	names := slices.Sorted(maps.Keys(BuiltinPlugins))
 	found := make([]builtinFound, len(names))
 	for i, name := range names {
 		f := &found[i]
-		f.name, f.path, f.oldPath = name, filepath.Join(dir, BuiltinPlugins[name]), filepath.Join(dir, BuiltinPlugins[name])
+		f.name, f.path = name, filepath.Join(dir, BuiltinPlugins[name])
+		f.oldPath = f.path
 		if _, err := os.Stat(f.path); err != nil {
 			logf("built-in plugin %s not found at %s (build it with scripts/build.sh, or set LDPSQL_PLUGIN_DIR): mechanisms using it are unavailable", name, f.path)
 			f.skip = true
