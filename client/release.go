@@ -63,6 +63,12 @@ func NewReleaser(m *Mechanism, randomiser string, eps float64, label string, k i
 	return r, nil
 }
 
+// Caveat is mechanisms.RandomiserCaveat for r's randomiser, set and ε_x: a sentence saying the randomiser
+// adds far more noise than another would (Duchi on an l1 ball), or "". The release is eps-LDP either way.
+func (r *Releaser) Caveat() string {
+	return mechanisms.RandomiserCaveat(r.Randomiser, r.M.set, r.EpsX)
+}
+
 // Release releases a batch: the features of every row (Mechanism.Privatise at ε_x), then, with a
 // label, each row's label by k-RR at ε_y, drawing in that order from src. labels is ignored without a
 // label column and must hold a class 0..K−1 for each row with one.

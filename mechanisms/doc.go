@@ -17,6 +17,8 @@
 //     (PrivUnit₂ + ScalarDP, Bhowmick et al. 2019), and for a Box
 //     [CoordinateRR] ("rrB"), randomised response on B bins of each
 //     coordinate at ε/D (Barber's per-pixel randomised response, quantised);
+//   - [RandomiserCaveat] says when a randomiser releases a set with far
+//     more noise than another would (Duchi on an L1Ball: [DuchiOnBallRatio]);
 //   - [WarnerEstimate] and [WarnerStdErr] debias frequencies of
 //     randomised-response reports;
 //   - [Source], [CryptoSource], [NewCryptoSource] and [NewSeededSource] supply

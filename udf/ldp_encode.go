@@ -111,6 +111,7 @@ func (f *LDPEncode) EvalBatch(ctx *sql.Context, args [][]any) ([]any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", fn, err)
 		}
+		mech.warnCaveat(ctx, g.randomiser, g.eps)
 		idx := groups[g]
 		rows := make([][]float32, len(idx))
 		for k, i := range idx {

@@ -143,6 +143,7 @@ func (f *LDPEncode) ReleaseBatch(ctx *sql.Context, in *boundary.Batch) ([]any, e
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", fn, err)
 		}
+		mech.warnCaveat(ctx, g.randomiser, g.eps)
 		idx := groups[g]
 		vecs := make([][]float32, len(idx))
 		gunits := make([]string, len(idx))

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dolthub/go-mysql-server/sql"
+
 	"github.com/ldpsql/ldpsql/engine"
 	"github.com/ldpsql/ldpsql/mechanisms"
 	"github.com/ldpsql/ldpsql/plugins/host"
@@ -36,8 +38,9 @@ type resolvedMechanism struct {
 	plugin *host.Plugin
 	warn   func(format string, args ...any)
 
-	randMu      sync.Mutex
-	randomisers map[randKey]mechanisms.VectorRandomiser
+	randMu        sync.Mutex
+	randomisers   map[randKey]mechanisms.VectorRandomiser
+	caveatsLogged map[randKey]bool // randomisers whose caveat (warnCaveat) is in the server log
 }
 
 type randKey struct {
@@ -137,6 +140,56 @@ func (r *resolvedMechanism) randomiser(name string, eps float64) (mechanisms.Vec
 	}
 	r.randomisers[key] = rnd
 	return rnd, nil
+}
+
+// warnPoorRandomiser is the code of the warning that a randomiser releases a mechanism's output set with
+// far more noise than another would (MySQL's ER_UNKNOWN_ERROR, which carries text of its own).
+const warnPoorRandomiser = 1105
+
+// caveatMu serialises warnCaveat's read and append of a session's warnings, which GMS does not lock.
+var caveatMu sync.Mutex
+
+// warnCaveat adds to the statement's warnings, once, mechanisms.RandomiserCaveat's sentence for randomiser
+// on this mechanism's output set at eps (text from RandomiserCaveatAnyEpsilon when eps is 0), and logs it
+// once per randomiser and ε in the server log. The release is made all the same: it is eps-LDP whatever
+// the randomiser; the caveat is about utility.
+func (r *resolvedMechanism) warnCaveat(ctx *sql.Context, randomiser string, eps float64) {
+	var msg string
+	if eps == 0 {
+		msg = mechanisms.RandomiserCaveatAnyEpsilon(randomiser, r.set)
+	} else {
+		msg = mechanisms.RandomiserCaveat(randomiser, r.set, eps)
+	}
+	if msg == "" {
+		return
+	}
+	msg = fmt.Sprintf("mechanism %q: %s", r.record.Name, msg)
+	r.randMu.Lock()
+	if r.caveatsLogged == nil {
+		r.caveatsLogged = map[randKey]bool{}
+	}
+	first := !r.caveatsLogged[randKey{randomiser, eps}]
+	r.caveatsLogged[randKey{randomiser, eps}] = true
+	r.randMu.Unlock()
+	if first && r.warn != nil {
+		r.warn("%s", msg)
+	}
+	warnOnce(ctx, warnPoorRandomiser, msg)
+}
+
+// warnOnce adds a warning with msg to the statement's warnings unless one is there already.
+func warnOnce(ctx *sql.Context, code int, msg string) {
+	if ctx == nil || ctx.Session == nil {
+		return
+	}
+	caveatMu.Lock()
+	defer caveatMu.Unlock()
+	for _, w := range ctx.Session.Warnings() {
+		if w.Message == msg {
+			return
+		}
+	}
+	ctx.Session.Warn(&sql.Warning{Level: "Warning", Code: code, Message: msg})
 }
 
 // encode runs the plugin on rows (each of the input dimension) and checks the shape of its answer.

@@ -395,6 +395,8 @@ func (p *procedures) privatize(ctx *sql.Context, src, featuresCol, labelCol, dst
 		dropTmp()
 		return nil, err
 	}
+	// After the statements above, each of which clears the session's warnings.
+	pp.mech.warnCaveat(ctx, pp.randomiser, pp.epsX)
 	secs := time.Since(start).Seconds()
 	p.log("ldp_privatize: wrote %d rows to %s in %.1f s (%.0f rows/s), eps_x = %g, eps_y = %g", n, dst, secs, float64(n)/secs, pp.epsX, pp.epsY)
 	return sql.RowsToRowIter(sql.Row{dst, n, secs, float64(n) / secs, pp.epsX, pp.epsY}), nil

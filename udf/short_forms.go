@@ -112,6 +112,10 @@ func (p *procedures) setDefault(ctx *sql.Context, table, column, mechanism, rand
 	if _, err := mechanisms.NewRandomiser(randomiser, set, 1); err != nil {
 		return nil, fmt.Errorf("%s: randomiser %q cannot release mechanism %q (output set %s): %w", fn, randomiser, rec.Name, describeRow("", "", desc)[4], err)
 	}
+	if msg := mechanisms.RandomiserCaveatAnyEpsilon(randomiser, set); msg != "" {
+		warnOnce(ctx, warnPoorRandomiser, fmt.Sprintf("mechanism %q: %s", rec.Name, msg))
+		p.log("%s: mechanism %q: %s", fn, rec.Name, msg)
+	}
 	def := engine.DefaultMechanism{TableRef: ref, Column: column, Mechanism: rec.Name, Randomiser: randomiser, SetBy: user(ctx), SetAt: time.Now()}
 	if err := p.e.Catalog.SetDefaultMechanism(ctx, def); err != nil {
 		return nil, fmt.Errorf("%s: %w", fn, err)

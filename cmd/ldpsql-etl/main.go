@@ -164,6 +164,9 @@ Examples:
 	if err != nil {
 		return err
 	}
+	if c := rel.Caveat(); c != "" {
+		fmt.Fprintf(stderr, "warning: mechanism %q: %s\n", rel.M.File.Name, c)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -76,6 +76,9 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 	if err != nil {
 		return err
 	}
+	if c := rel.Caveat(); c != "" {
+		fmt.Fprintf(stderr, "warning: mechanism %q: %s\n", m.File.Name, c)
+	}
 
 	src, err := rowfile.Open(*in)
 	if err != nil {

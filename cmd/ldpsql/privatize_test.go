@@ -326,6 +326,14 @@ func TestImportReleasesRefusesBadMetadata(t *testing.T) {
 	if out := failCLI(t, "privatize", "--mechanism", f.mech, "--randomiser", "rr2", "--eps", "20", "--in", f.csv, "--out", filepath.Join(f.dir, "rr.csv")); !strings.Contains(out, "needs a Box output set") {
 		t.Errorf("privatize --randomiser rr2 on an l1-ball mechanism: %s", out)
 	}
+	// Duchi on that ball releases (it is eps-LDP) but warns that laplace adds far less noise.
+	code, out, errOut := runCLI(t, "", "privatize", "--mechanism", f.mech, "--randomiser", "duchi", "--eps", "4", "--id", "id", "--label", "y", "--k", "2", "--lambda", "0.5", "--in", f.csv, "--out", filepath.Join(f.dir, "duchi.csv"))
+	if code != 0 || !strings.Contains(out, "released 269 rows") || !strings.Contains(errOut, "warning: mechanism \"pca4\": duchi releases an l1 ball") || !strings.Contains(errOut, "use laplace") {
+		t.Errorf("privatize --randomiser duchi on an l1-ball mechanism: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, _, errOut := runCLI(t, "", "privatize", "--mechanism", f.mech, "--eps", "4", "--id", "id", "--label", "y", "--k", "2", "--lambda", "0.5", "--in", f.csv, "--out", filepath.Join(f.dir, "laplace.csv")); strings.Contains(errOut, "warning") {
+		t.Errorf("privatize with laplace warns: %s", errOut)
+	}
 	good, _ := os.ReadFile(cv + ".meta.json")
 	edit := func(change func(map[string]any)) string {
 		var m map[string]any
