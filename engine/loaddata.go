@@ -305,9 +305,7 @@ func (n *loadData) BuildRowIter(ctx *sql.Context, _ sql.NodeExecBuilder, _ sql.R
 var loadSeq atomic.Uint64
 
 func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err error) {
-	t := n.t
-	schema := t.def.schema.Schema
-	ed := newTableEditor(t)
+	ed := newTableEditor(n.t)
 	if err := ed.begin(ctx); err != nil {
 		return res, err
 	}
@@ -317,30 +315,36 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 			_ = ed.finish(ctx, false)
 		}
 	}()
-
-	// The rows go straight into the table, or, when duplicates are skipped or replaced, into a
-	// temporary table of the same columns that is merged into it at the end.
-	staging := ""
-	if n.dup != loadDupError {
-		staging = fmt.Sprintf("ldpsql_load_%d", loadSeq.Add(1))
-		if _, err := ed.conn.ExecContext(ctx, fmt.Sprintf("CREATE TEMP TABLE %s AS SELECT * FROM %s LIMIT 0", quoteIdent(staging), t.qualified())); err != nil {
+	defaults, err := n.defaultColumns()
+	if err != nil {
+		return res, err
+	}
+	staging, err := n.openAppender(ctx, ed)
+	if err != nil {
+		return res, err
+	}
+	records, err := n.appendRecords(ctx, ed, in, defaults)
+	if err != nil {
+		return res, err
+	}
+	res.RowsAffected = uint64(records)
+	info := loadInfo{records: records}
+	if staging != "" {
+		if err := n.mergeStaging(ctx, ed, staging, &res, &info); err != nil {
 			return res, err
 		}
 	}
-	err = ed.conn.Raw(func(dc any) error {
-		var err error
-		if staging != "" {
-			ed.appender, err = duckdb.NewAppender(duckConn(dc), "temp", "main", staging)
-		} else {
-			ed.appender, err = duckdb.NewAppenderFromConn(duckConn(dc), t.db.name, t.def.name)
-		}
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("opening appender on %q: %w", t.def.name, err)
+	res.Info = info
+	if err := ed.finish(ctx, true); err != nil {
+		return res, err
 	}
+	return res, nil
+}
 
-	// Columns without a field get their default.
+// defaultColumns returns the columns without a field or a SET, which get their default; a NOT NULL
+// column without a default among them is MySQL's error 1364, before anything is read.
+func (n *loadData) defaultColumns() ([]int, error) {
+	schema := n.t.def.schema.Schema
 	hasField := make([]bool, len(schema))
 	for _, c := range n.cols {
 		if c >= 0 {
@@ -354,28 +358,58 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 	for i, c := range schema {
 		if !hasField[i] {
 			if c.Default == nil && !c.Nullable && !c.AutoIncrement {
-				return res, mysql.NewSQLError(mysql.ERNoDefaultForField, mysql.SSUnknownSQLState, "Field '%s' doesn't have a default value", c.Name)
+				return nil, mysql.NewSQLError(mysql.ERNoDefaultForField, mysql.SSUnknownSQLState, "Field '%s' doesn't have a default value", c.Name)
 			}
 			defaults = append(defaults, i)
 		}
 	}
+	return defaults, nil
+}
 
+// openAppender opens the statement's appender: on the table itself, or, when duplicates are skipped or
+// replaced, on a temporary table of the same columns (returned) that mergeStaging merges into it.
+func (n *loadData) openAppender(ctx *sql.Context, ed *tableEditor) (staging string, err error) {
+	t := n.t
+	if n.dup != loadDupError {
+		staging = fmt.Sprintf("ldpsql_load_%d", loadSeq.Add(1))
+		if _, err := ed.conn.ExecContext(ctx, fmt.Sprintf("CREATE TEMP TABLE %s AS SELECT * FROM %s LIMIT 0", quoteIdent(staging), t.qualified())); err != nil {
+			return "", err
+		}
+	}
+	err = ed.conn.Raw(func(dc any) error {
+		var err error
+		if staging != "" {
+			ed.appender, err = duckdb.NewAppender(duckConn(dc), "temp", "main", staging)
+		} else {
+			ed.appender, err = duckdb.NewAppenderFromConn(duckConn(dc), t.db.name, t.def.name)
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("opening appender on %q: %w", t.def.name, err)
+	}
+	return staging, nil
+}
+
+// appendRecords reads the file's records (after the IGNORE n LINES), converts each into a row and
+// appends it, and returns how many it read. The first bad record is the statement's error.
+func (n *loadData) appendRecords(ctx *sql.Context, ed *tableEditor, in io.Reader, defaults []int) (int64, error) {
+	schema := n.t.def.schema.Schema
 	fastConv := make([]func(string) (driver.Value, bool), len(schema))
 	for i, c := range schema {
 		fastConv[i] = fastNumber(c.Type)
 	}
-
-	auto := t.autoIncrementColumn()
-
 	r := newLoadReader(in, n.format)
 	var fields []loadField
+	var err error
 	for skip := n.ignore; skip > 0; skip-- {
 		if fields, _, err = r.next(fields); err == io.EOF {
 			break
 		} else if err != nil {
-			return res, loadErr(err)
+			return 0, loadErr(err)
 		}
 	}
+	auto := n.t.autoIncrementColumn()
 	row := make(sql.Row, len(schema))
 	vals := make([]driver.Value, len(schema))
 	var records int64
@@ -386,178 +420,195 @@ func (n *loadData) load(ctx *sql.Context, in io.Reader) (res types.OkResult, err
 			break
 		}
 		if err != nil {
-			return res, loadErr(err)
+			return records, loadErr(err)
 		}
 		records++
 		where := func() string { return fmt.Sprintf("at row %d (line %d of the file)", records, line) }
 		if len(fields) < len(n.cols) {
-			return res, mysql.NewSQLError(1261, mysql.SSUnknownSQLState, "Row %d doesn't contain data for all columns: %d fields, %d columns %s", records, len(fields), len(n.cols), where())
+			return records, mysql.NewSQLError(1261, mysql.SSUnknownSQLState, "Row %d doesn't contain data for all columns: %d fields, %d columns %s", records, len(fields), len(n.cols), where())
 		}
 		if len(fields) > len(n.cols) {
-			return res, mysql.NewSQLError(1262, mysql.SSUnknownSQLState, "Row %d was truncated; it contained more data than there were input columns: %d fields, %d columns %s", records, len(fields), len(n.cols), where())
+			return records, mysql.NewSQLError(1262, mysql.SSUnknownSQLState, "Row %d was truncated; it contained more data than there were input columns: %d fields, %d columns %s", records, len(fields), len(n.cols), where())
 		}
-		for i, fld := range fields {
-			c := n.cols[i]
-			if c < 0 {
-				// A user variable holds the field's text (NULL for \N), as MySQL's does.
-				var v any
-				var typ sql.Type = types.Null
-				if !fld.null {
-					v, typ = fld.s, types.LongText
-				}
-				if err := ctx.SetUserVariable(ctx, n.vars[i], v, typ); err != nil {
-					return res, err
-				}
-				continue
-			}
-			col := schema[c]
-			if fld.null {
-				if !col.Nullable && !col.AutoIncrement {
-					return res, mysql.NewSQLError(mysql.ERBadNullError, mysql.SSConstraintViolation, "Column '%s' cannot be null %s", col.Name, where())
-				}
-				row[c], vals[c] = nil, nil
-				continue
-			}
-			if fast := fastConv[c]; fast != nil {
-				if v, ok := fast(fld.s); ok {
-					row[c], vals[c] = v, v
-					continue
-				}
-			}
-			v, err := loadConvert(ctx, col, fld.s)
-			if err != nil {
-				return res, mysql.NewSQLError(mysql.ERTruncatedWrongValueForField, mysql.SSUnknownSQLState,
-					"Incorrect %s value: '%s' for column '%s' %s", col.Type.String(), clip(fld.s), col.Name, where())
-			}
-			row[c] = v
-			if vals[c], err = toDuck(ctx, col.Type, v); err != nil {
-				return res, fmt.Errorf("column '%s' %s: %w", col.Name, where(), err)
-			}
+		if err := n.fieldsToRow(ctx, fields, fastConv, row, vals, where); err != nil {
+			return records, err
 		}
-		for _, st := range n.sets {
-			col := schema[st.col]
-			v, err := st.expr.Eval(ctx, row) // the row so far: the file's fields
-			if err != nil {
-				return res, fmt.Errorf("SET %s %s: %w", col.Name, where(), err)
-			}
-			if v == nil && !col.Nullable && !col.AutoIncrement {
-				return res, mysql.NewSQLError(mysql.ERBadNullError, mysql.SSConstraintViolation, "Column '%s' cannot be null %s", col.Name, where())
-			}
-			if v != nil {
-				cv, inRange, err := col.Type.Convert(ctx, v)
-				if err != nil || inRange != sql.InRange {
-					return res, mysql.NewSQLError(mysql.ERTruncatedWrongValueForField, mysql.SSUnknownSQLState,
-						"Incorrect %s value: '%s' for column '%s' %s", col.Type.String(), clip(fmt.Sprint(v)), col.Name, where())
-				}
-				v = cv
-			}
-			row[st.col] = v
-			if vals[st.col], err = toDuck(ctx, col.Type, v); err != nil {
-				return res, fmt.Errorf("column '%s' %s: %w", col.Name, where(), err)
-			}
-		}
-		for _, c := range defaults {
-			col := schema[c]
-			var v any
-			if col.Default != nil {
-				if v, err = col.Default.Eval(ctx, row); err != nil {
-					return res, err
-				}
-				if v, _, err = col.Type.Convert(ctx, v); err != nil {
-					return res, err
-				}
-			}
-			row[c] = v
-			if vals[c], err = toDuck(ctx, col.Type, v); err != nil {
-				return res, fmt.Errorf("column '%s' %s: %w", col.Name, where(), err)
-			}
-		}
-		if auto >= 0 {
-			// As an INSERT: NULL or 0 (or no field) takes the next value; a value moves the counter past it.
-			if isZeroOrNull(row[auto]) {
-				next, err := t.GetNextAutoIncrementValue(ctx, nil)
-				if err != nil {
-					return res, err
-				}
-				if row[auto], _, err = schema[auto].Type.Convert(ctx, next); err != nil {
-					return res, err
-				}
-				if vals[auto], err = toDuck(ctx, schema[auto].Type, row[auto]); err != nil {
-					return res, err
-				}
-			}
-			if err := t.noteInserted(ctx, row); err != nil {
-				return res, err
-			}
+		if err := n.completeRow(ctx, defaults, auto, row, vals, where); err != nil {
+			return records, err
 		}
 		ed.noteWritten(row) // a duplicate is named as the file wrote it
 		if err := ed.appender.AppendRow(vals...); err != nil {
-			return res, ed.translate(err)
+			return records, ed.translate(err)
 		}
 	}
 	if err := ed.closeAppender(); err != nil {
-		return res, ed.translate(err)
+		return records, ed.translate(err)
 	}
+	return records, nil
+}
 
-	res.RowsAffected = uint64(records)
-	info := loadInfo{records: records}
-	if staging != "" {
-		// Keys compare as their columns' collations (keyExpr); DuckDB's INSERT OR IGNORE / OR REPLACE
-		// know only the binary primary key, so a key with an insensitive string column is merged by
-		// NOT EXISTS, or DELETE then INSERT.
-		key := strings.Join(keyExprs(t.def.schema, ""), ", ")
-		collated := uniqueIndexFor(t.db.name, t.def.name, t.def.schema) != ""
-		order, verb, where := "", "INSERT OR IGNORE", ""
-		if collated {
-			verb = "INSERT"
-			where = fmt.Sprintf(" WHERE NOT EXISTS (SELECT 1 FROM %s t WHERE %s)", t.qualified(), keyJoin(t.def.schema, "s", "t"))
+// fieldsToRow converts one record's fields into row (GMS values) and vals (DuckDB's), by their columns'
+// types; a field read into a user variable sets it, as MySQL's does.
+func (n *loadData) fieldsToRow(ctx *sql.Context, fields []loadField, fastConv []func(string) (driver.Value, bool),
+	row sql.Row, vals []driver.Value, where func() string) error {
+	schema := n.t.def.schema.Schema
+	for i, fld := range fields {
+		c := n.cols[i]
+		if c < 0 {
+			// A user variable holds the field's text (NULL for \N), as MySQL's does.
+			var v any
+			var typ sql.Type = types.Null
+			if !fld.null {
+				v, typ = fld.s, types.LongText
+			}
+			if err := ctx.SetUserVariable(ctx, n.vars[i], v, typ); err != nil {
+				return err
+			}
+			continue
 		}
-		if n.dup == loadDupReplace {
-			order, verb, where = " DESC", "INSERT OR REPLACE", ""
-			// MySQL counts a replaced row twice: deleted, then inserted.
-			var replaced int64
-			q := fmt.Sprintf("SELECT count(*) FROM (SELECT DISTINCT ON (%s) * FROM temp.main.%s) s WHERE EXISTS (SELECT 1 FROM %s t WHERE %s)",
-				key, quoteIdent(staging), t.qualified(), keyJoin(t.def.schema, "s", "t"))
-			if err := ed.conn.QueryRowContext(ctx, q).Scan(&replaced); err != nil {
-				return res, ed.translate(err)
+		col := schema[c]
+		if fld.null {
+			if !col.Nullable && !col.AutoIncrement {
+				return mysql.NewSQLError(mysql.ERBadNullError, mysql.SSConstraintViolation, "Column '%s' cannot be null %s", col.Name, where())
 			}
-			if collated && replaced > 0 {
-				verb = "INSERT"
-				q := fmt.Sprintf("DELETE FROM %s t WHERE EXISTS (SELECT 1 FROM temp.main.%s s WHERE %s)", t.qualified(), quoteIdent(staging), keyJoin(t.def.schema, "s", "t"))
-				if _, err := ed.conn.ExecContext(ctx, q); err != nil {
-					return res, ed.translate(err)
-				}
-			}
-			dupInFile := int64(0)
-			q = fmt.Sprintf("SELECT count(*) - count(DISTINCT (%s)) FROM temp.main.%s", key, quoteIdent(staging))
-			if err := ed.conn.QueryRowContext(ctx, q).Scan(&dupInFile); err != nil {
-				return res, ed.translate(err)
-			}
-			info.deleted = replaced + dupInFile
-			res.RowsAffected = uint64(records + info.deleted)
+			row[c], vals[c] = nil, nil
+			continue
 		}
-		// Of the file's rows with one key, IGNORE keeps the first and REPLACE the last.
-		q := fmt.Sprintf("%s INTO %s SELECT * EXCLUDE (ldpsql_load_pos) FROM (SELECT *, rowid AS ldpsql_load_pos FROM temp.main.%s) s%s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY ldpsql_load_pos%s) = 1",
-			verb, t.qualified(), quoteIdent(staging), where, key, order)
-		r, err := ed.conn.ExecContext(ctx, q)
+		if fast := fastConv[c]; fast != nil {
+			if v, ok := fast(fld.s); ok {
+				row[c], vals[c] = v, v
+				continue
+			}
+		}
+		v, err := loadConvert(ctx, col, fld.s)
 		if err != nil {
-			return res, ed.translate(err)
+			return mysql.NewSQLError(mysql.ERTruncatedWrongValueForField, mysql.SSUnknownSQLState,
+				"Incorrect %s value: '%s' for column '%s' %s", col.Type.String(), clip(fld.s), col.Name, where())
 		}
-		if n.dup == loadDupIgnore {
-			inserted, _ := r.RowsAffected()
-			info.skipped = records - inserted
-			res.RowsAffected = uint64(inserted)
-		}
-		// Dropped before the commit: the connection goes back to the pool, or stays the session's.
-		if _, err := ed.conn.ExecContext(ctx, "DROP TABLE temp.main."+quoteIdent(staging)); err != nil {
-			return res, err
+		row[c] = v
+		if vals[c], err = toDuck(ctx, col.Type, v); err != nil {
+			return fmt.Errorf("column '%s' %s: %w", col.Name, where(), err)
 		}
 	}
-	res.Info = info
-	if err := ed.finish(ctx, true); err != nil {
-		return res, err
+	return nil
+}
+
+// completeRow fills the rest of a record's row after its fields: the SET clauses (evaluated on the
+// fields), the defaults, and the AUTO_INCREMENT value (of column auto, if ≥ 0) as an INSERT would take it.
+func (n *loadData) completeRow(ctx *sql.Context, defaults []int, auto int, row sql.Row, vals []driver.Value, where func() string) error {
+	t := n.t
+	schema := t.def.schema.Schema
+	var err error
+	for _, st := range n.sets {
+		col := schema[st.col]
+		v, err := st.expr.Eval(ctx, row) // the row so far: the file's fields
+		if err != nil {
+			return fmt.Errorf("SET %s %s: %w", col.Name, where(), err)
+		}
+		if v == nil && !col.Nullable && !col.AutoIncrement {
+			return mysql.NewSQLError(mysql.ERBadNullError, mysql.SSConstraintViolation, "Column '%s' cannot be null %s", col.Name, where())
+		}
+		if v != nil {
+			cv, inRange, err := col.Type.Convert(ctx, v)
+			if err != nil || inRange != sql.InRange {
+				return mysql.NewSQLError(mysql.ERTruncatedWrongValueForField, mysql.SSUnknownSQLState,
+					"Incorrect %s value: '%s' for column '%s' %s", col.Type.String(), clip(fmt.Sprint(v)), col.Name, where())
+			}
+			v = cv
+		}
+		row[st.col] = v
+		if vals[st.col], err = toDuck(ctx, col.Type, v); err != nil {
+			return fmt.Errorf("column '%s' %s: %w", col.Name, where(), err)
+		}
 	}
-	return res, nil
+	for _, c := range defaults {
+		col := schema[c]
+		var v any
+		if col.Default != nil {
+			if v, err = col.Default.Eval(ctx, row); err != nil {
+				return err
+			}
+			if v, _, err = col.Type.Convert(ctx, v); err != nil {
+				return err
+			}
+		}
+		row[c] = v
+		if vals[c], err = toDuck(ctx, col.Type, v); err != nil {
+			return fmt.Errorf("column '%s' %s: %w", col.Name, where(), err)
+		}
+	}
+	if auto < 0 {
+		return nil
+	}
+	// As an INSERT: NULL or 0 (or no field) takes the next value; a value moves the counter past it.
+	if isZeroOrNull(row[auto]) {
+		next, err := t.GetNextAutoIncrementValue(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if row[auto], _, err = schema[auto].Type.Convert(ctx, next); err != nil {
+			return err
+		}
+		if vals[auto], err = toDuck(ctx, schema[auto].Type, row[auto]); err != nil {
+			return err
+		}
+	}
+	return t.noteInserted(ctx, row)
+}
+
+// mergeStaging merges the staging table into the table, skipping (IGNORE) or replacing (REPLACE) the
+// rows whose key is there already, sets the counts MySQL reports for them, and drops the staging table.
+func (n *loadData) mergeStaging(ctx *sql.Context, ed *tableEditor, staging string, res *types.OkResult, info *loadInfo) error {
+	t := n.t
+	// Keys compare as their columns' collations (keyExpr); DuckDB's INSERT OR IGNORE / OR REPLACE
+	// know only the binary primary key, so a key with an insensitive string column is merged by
+	// NOT EXISTS, or DELETE then INSERT.
+	key := strings.Join(keyExprs(t.def.schema, ""), ", ")
+	collated := uniqueIndexFor(t.db.name, t.def.name, t.def.schema) != ""
+	order, verb, where := "", "INSERT OR IGNORE", ""
+	if collated {
+		verb = "INSERT"
+		where = fmt.Sprintf(" WHERE NOT EXISTS (SELECT 1 FROM %s t WHERE %s)", t.qualified(), keyJoin(t.def.schema, "s", "t"))
+	}
+	if n.dup == loadDupReplace {
+		order, verb, where = " DESC", "INSERT OR REPLACE", ""
+		// MySQL counts a replaced row twice: deleted, then inserted.
+		var replaced int64
+		q := fmt.Sprintf("SELECT count(*) FROM (SELECT DISTINCT ON (%s) * FROM temp.main.%s) s WHERE EXISTS (SELECT 1 FROM %s t WHERE %s)",
+			key, quoteIdent(staging), t.qualified(), keyJoin(t.def.schema, "s", "t"))
+		if err := ed.conn.QueryRowContext(ctx, q).Scan(&replaced); err != nil {
+			return ed.translate(err)
+		}
+		if collated && replaced > 0 {
+			verb = "INSERT"
+			q := fmt.Sprintf("DELETE FROM %s t WHERE EXISTS (SELECT 1 FROM temp.main.%s s WHERE %s)", t.qualified(), quoteIdent(staging), keyJoin(t.def.schema, "s", "t"))
+			if _, err := ed.conn.ExecContext(ctx, q); err != nil {
+				return ed.translate(err)
+			}
+		}
+		dupInFile := int64(0)
+		q = fmt.Sprintf("SELECT count(*) - count(DISTINCT (%s)) FROM temp.main.%s", key, quoteIdent(staging))
+		if err := ed.conn.QueryRowContext(ctx, q).Scan(&dupInFile); err != nil {
+			return ed.translate(err)
+		}
+		info.deleted = replaced + dupInFile
+		res.RowsAffected = uint64(info.records + info.deleted)
+	}
+	// Of the file's rows with one key, IGNORE keeps the first and REPLACE the last.
+	q := fmt.Sprintf("%s INTO %s SELECT * EXCLUDE (ldpsql_load_pos) FROM (SELECT *, rowid AS ldpsql_load_pos FROM temp.main.%s) s%s QUALIFY row_number() OVER (PARTITION BY %s ORDER BY ldpsql_load_pos%s) = 1",
+		verb, t.qualified(), quoteIdent(staging), where, key, order)
+	r, err := ed.conn.ExecContext(ctx, q)
+	if err != nil {
+		return ed.translate(err)
+	}
+	if n.dup == loadDupIgnore {
+		inserted, _ := r.RowsAffected()
+		info.skipped = info.records - inserted
+		res.RowsAffected = uint64(inserted)
+	}
+	// Dropped before the commit: the connection goes back to the pool, or stays the session's.
+	_, err = ed.conn.ExecContext(ctx, "DROP TABLE temp.main."+quoteIdent(staging))
+	return err
 }
 
 // keyJoin matches the primary keys of rows a and b as their collations compare them.
