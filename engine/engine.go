@@ -161,6 +161,8 @@ func (e *Engine) init(opts []Option) error {
 		AddPreAnalyzeRule(ruleServerBoundary, e.serverBoundary).
 		AddOverrides(statementLimits(p)).Build(), nil) // statementLimits: see limits.go
 	e.GMS.Analyzer.Catalog.StatsProvider = analyzeEmptySafe{e.GMS.Analyzer.Catalog.StatsProvider} // stats.go
+	// groupby.go: GMS's own GROUP BY iterator can hang on an error.
+	e.installGroupingBuilder()
 	if err := e.loadUsers(); err != nil {
 		return err
 	}
