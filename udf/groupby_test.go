@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// Attack campaign, variant 180 (docs/security.md). A GROUP BY over more than 512 rows whose grouping key
-// fails (PREDICT on a model that does not exist)
-// returns the error. GMS's GROUP BY iterator hung there for ever, KILL QUERY included: its reader
-// goroutine blocked on a full channel once the key's evaluation had failed (engine/groupby.go).
+// Attack campaign, variant 180 (docs/security.md). A GROUP BY over more than 512 rows whose grouping
+// key fails (PREDICT on a model that does not exist) returns the error. GMS's GROUP BY iterator hung
+// there for ever, KILL QUERY included: its reader goroutine blocked on a full channel once the key's
+// evaluation had failed (engine/groupby.go).
 func TestGroupByErrorDoesNotHang(t *testing.T) {
 	l := newLedgerEngine(t, buildIdentityPlugin(t))
 	l.q("CREATE TABLE t (id INT PRIMARY KEY, f LONGBLOB, y INT)")
