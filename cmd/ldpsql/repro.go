@@ -219,8 +219,8 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 // resumeRepro reads the results.json of a stopped run in cfg.out, checks that it ran the protocol cfg
 // asks for, and returns its finished trials, setting cfg.first and cfg.prevWall. Of a trial that
 // stopped part way it keeps the ε at which every column finished (the run wrote its results after
-// each); the rest of that trial reruns with its seed. A run that holds every trial asked for gets
-// cfg.first = cfg.trials, and runRepro then only writes its tables again.
+// each); the rest of that trial reruns with its seed, the first trial included. A run that holds
+// every trial asked for gets cfg.first = cfg.trials, and runRepro then only writes its tables again.
 func resumeRepro(cfg *reproConfig) (reproResults, error) {
 	path := filepath.Join(cfg.out, "results.json")
 	raw, err := os.ReadFile(path)
@@ -234,7 +234,9 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 		VLMEpochs        float64 `json:"vlm_epochs"`
 		ClassifierEpochs float64 `json:"classifier_epochs"`
 		Quick            bool
-		WallS            float64 `json:"wall_s"`
+		WallS            float64  `json:"wall_s"`
+		EpsGrid          []string `json:"eps_grid"`   // absent before 2026-11-27
+		Mechanisms       []string `json:"mechanisms"` // likewise
 		Results          []struct {
 			Mechanism, Eps string
 			Accuracy       []float64
@@ -255,6 +257,18 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 			path, prev.D1, prev.D2, prev.Test, prev.Lambda, prev.VLMEpochs, prev.ClassifierEpochs, prev.Quick,
 			cfg.nAux, cfg.nPriv, cfg.nTest, cfg.lambda, cfg.vlmEpochs, cfg.clfEpochs, cfg.quick)
 	}
+	// A file that records its grid may hold a first trial that stopped part way (a cell with no value
+	// yet is one not run); of an older one, a cell with no value could as well be an ε or a column that
+	// run never had, so each must hold a value.
+	grid := make([]string, len(cfg.eps))
+	for i, eps := range cfg.eps {
+		grid[i] = epsName(eps)
+	}
+	recorded := prev.EpsGrid != nil
+	if recorded && (!slices.Equal(prev.EpsGrid, grid) || !slices.Equal(prev.Mechanisms, cfg.mechs)) {
+		return nil, fmt.Errorf("%s ran ε %s with %s; this run asks for ε %s with %s",
+			path, strings.Join(prev.EpsGrid, ","), strings.Join(prev.Mechanisms, ","), strings.Join(grid, ","), strings.Join(cfg.mechs, ","))
+	}
 	got := reproResults{}
 	for _, c := range prev.Results {
 		if got[c.Mechanism] == nil {
@@ -268,8 +282,9 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 		res[m] = map[string][]float64{}
 		for _, eps := range cfg.eps {
 			xs := got[m][epsName(eps)]
-			if len(xs) == 0 {
-				return nil, fmt.Errorf("%s has no finished trial of %s at ε %s", path, m, epsLabel(eps))
+			if len(xs) == 0 && !recorded {
+				return nil, fmt.Errorf("%s has no finished trial of %s at ε %s (written before runs recorded their ε and columns, so it cannot say whether its first trial stopped there)",
+					path, m, epsLabel(eps))
 			}
 			done = min(done, len(xs))
 			res[m][epsName(eps)] = xs
@@ -746,6 +761,11 @@ func reproJSON(cfg reproConfig, res reproResults, wall time.Duration) any {
 			cells = append(cells, cell{m, epsName(eps), xs, mean, std})
 		}
 	}
+	grid := make([]string, len(cfg.eps))
+	for i, eps := range cfg.eps {
+		grid[i] = epsName(eps)
+	}
 	return map[string]any{"experiment": cfg.exp.name, "d1": cfg.nAux, "d2": cfg.nPriv, "test": cfg.nTest, "lambda": cfg.lambda, "trials": cfg.trials,
-		"vlm_epochs": cfg.vlmEpochs, "classifier_epochs": cfg.clfEpochs, "quick": cfg.quick, "wall_s": wall.Seconds(), "results": cells}
+		"vlm_epochs": cfg.vlmEpochs, "classifier_epochs": cfg.clfEpochs, "quick": cfg.quick, "wall_s": wall.Seconds(),
+		"eps_grid": grid, "mechanisms": cfg.mechs, "results": cells}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -149,13 +150,64 @@ func TestReproResumeKeepsFinishedTrials(t *testing.T) {
 	}
 	more := cfg
 	more.eps = []float64{2, 4, 6, 8}
-	if _, err := resumeRepro(&more); err == nil || !strings.Contains(err.Error(), "vlm at ε 8") {
+	if _, err := resumeRepro(&more); err == nil || !strings.Contains(err.Error(), "ran ε 2,4,6 with vlm,pca; this run asks for ε 2,4,6,8 with vlm,pca") {
 		t.Errorf("a run missing ε 8 resumed: %v", err)
+	}
+	fewer := cfg
+	fewer.mechs = []string{"vlm"}
+	if _, err := resumeRepro(&fewer); err == nil || !strings.Contains(err.Error(), "with vlm,pca; this run asks for ε 2,4,6 with vlm") {
+		t.Errorf("a run of other columns resumed: %v", err)
 	}
 	done := cfg
 	done.trials = 1
 	if _, err := resumeRepro(&done); err != nil || done.first != 1 {
 		t.Errorf("a run holding every trial asked for: first %d, %v; want 1 (nothing left to run)", done.first, err)
+	}
+}
+
+// A run that stopped in its first trial resumes too: it keeps the ε that every column finished and
+// runs the rest of trial 1 (cfg.first 0). A results.json written before runs recorded their grid
+// cannot tell an ε it stopped before from one it never had, and is refused as before.
+func TestReproResumeOfFirstTrial(t *testing.T) {
+	dir := t.TempDir()
+	cfg := reproConfig{exp: &reproExperiments[0], out: dir, trials: 3, eps: []float64{2, 4, 6}, mechs: []string{"vlm", "pca"}, nAux: 10, nPriv: 5, nTest: 3,
+		lambda: 0.7, vlmEpochs: 20, clfEpochs: 60, seed: 7}
+	// Trial 1 finished ε 2, and stopped after vlm at ε 4 (a plugin call that timed out).
+	if _, err := writeReproResults(cfg, reproResults{"vlm": {"2": {0.5}, "4": {0.6}}, "pca": {"2": {0.4}}}, 20*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	again := cfg
+	got, err := resumeRepro(&again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.first != 0 || again.prevWall != 20*time.Minute {
+		t.Errorf("first %d, prevWall %v; want 0, 20m", again.first, again.prevWall)
+	}
+	want := reproResults{"vlm": {"2": {0.5}, "4": {}, "6": {}}, "pca": {"2": {0.4}, "4": {}, "6": {}}}
+	for m, byEps := range want {
+		for e, xs := range byEps {
+			if !slices.Equal(got[m][e], xs) {
+				t.Errorf("%s at ε %s kept %v, want %v", m, e, got[m][e], xs)
+			}
+		}
+	}
+	// The same file without its grid, as runs wrote it before.
+	path := filepath.Join(dir, "results.json")
+	raw, _ := os.ReadFile(path)
+	var old map[string]any
+	if err := json.Unmarshal(raw, &old); err != nil {
+		t.Fatal(err)
+	}
+	delete(old, "eps_grid")
+	delete(old, "mechanisms")
+	raw, _ = json.Marshal(old)
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	legacy := cfg
+	if _, err := resumeRepro(&legacy); err == nil || !strings.Contains(err.Error(), "no finished trial of vlm at ε 6 (written before runs recorded") {
+		t.Errorf("an old file with an empty cell resumed: %v", err)
 	}
 }
 
