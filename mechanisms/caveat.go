@@ -62,18 +62,18 @@ func DuchiOnBallMinRatio(d int) float64 {
 // was trained for (thesis §6.1). The release stays ε-LDP either way: the
 // caveat is about utility only.
 func RandomiserCaveat(name string, set OutputSet, eps float64) string {
-	ball, ok := set.(L1Ball)
-	if p, isPtr := set.(*L1Ball); isPtr && p != nil {
-		ball, ok = *p, true
-	}
+	ball, ok := asBall(set)
 	if name != RandomiserDuchi || !ok {
+		return ""
+	}
+	duchi, err := NewDuchi(ball, eps)
+	if err != nil {
 		return ""
 	}
 	ratio, err := DuchiOnBallRatio(ball, eps)
 	if err != nil || ratio < MinCaveatRatio {
 		return ""
 	}
-	duchi, _ := NewDuchi(ball, eps)
 	return fmt.Sprintf("duchi releases an l1 ball (d = %d, radius %.4g) through its bounding cube [-%.4g, %.4g]^%d: "+
 		"at epsilon = %.4g every released coordinate is ±%.4g, %.0f× the noise variance of laplace on the same ball; "+
 		"use laplace for an encoder that declares an l1 ball",
@@ -84,11 +84,8 @@ func RandomiserCaveat(name string, set OutputSet, eps float64) string {
 // ε is known (a column's default randomiser): it speaks when the caveat
 // holds at every ε, with the ratio's lower bound [DuchiOnBallMinRatio].
 func RandomiserCaveatAnyEpsilon(name string, set OutputSet) string {
-	ball, ok := set.(L1Ball)
-	if p, isPtr := set.(*L1Ball); isPtr && p != nil {
-		ball, ok = *p, true
-	}
-	if name != RandomiserDuchi || !ok || ball.Validate() != nil {
+	ball, ok := asBall(set)
+	if name != RandomiserDuchi || !ok {
 		return ""
 	}
 	ratio := DuchiOnBallMinRatio(ball.D)
@@ -99,4 +96,14 @@ func RandomiserCaveatAnyEpsilon(name string, set OutputSet) string {
 		"at every epsilon its noise variance is at least %.1f× that of laplace on the same ball, and grows with epsilon; "+
 		"use laplace for an encoder that declares an l1 ball",
 		ball.D, ball.Radius, ball.Radius, ball.Radius, ball.D, ratio)
+}
+
+// asBall returns set as a valid L1Ball (given as a value or a pointer), as the randomisers copy it.
+func asBall(set OutputSet) (L1Ball, bool) {
+	c, err := copyOutputSet("RandomiserCaveat", set)
+	if err != nil {
+		return L1Ball{}, false
+	}
+	ball, ok := c.(L1Ball)
+	return ball, ok
 }
