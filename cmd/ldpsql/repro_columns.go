@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -235,6 +237,22 @@ func reproCLMCmd(args []string, stdout, stderr io.Writer) error {
 		"private-inference.", "  bin/ldpsql repro clm --dataset fashion-mnist --trials 3 --out repro-clm\n", "repro-clm", "", runs, args, stdout, stderr)
 }
 
+// reproWallTime is the wall time an experiment's results.json records (a resumed run's includes the
+// time before it stopped), or measured where the file holds none.
+func reproWallTime(dir string, measured time.Duration) time.Duration {
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return measured
+	}
+	var res struct {
+		WallS float64 `json:"wall_s"`
+	}
+	if json.Unmarshal(raw, &res) != nil || res.WallS <= 0 {
+		return measured
+	}
+	return time.Duration(res.WallS * float64(time.Second))
+}
+
 // reproSeriesRun is one experiment of a series: repro EXP into --out/DIR, with its default columns or
 // the given ones.
 type reproSeriesRun struct{ dir, exp, table, mechanisms string }
@@ -249,6 +267,7 @@ func reproSeries(name, about, example, defaultOut, footer string, runs []reproSe
 	eps := fs.String("eps", "", "total ε values for every experiment (default: each experiment's own)")
 	seed := fs.Uint64("seed", 1, "seed of the first trial")
 	vlmEpochs := fs.Int("vlm-epochs", 0, "training epochs of the VLM (and the CLM) in every experiment (default: each experiment's own)")
+	resume := fs.Bool("resume", false, "resume the stopped series with the same flags: each experiment whose directory holds a results.json resumes from it (see repro EXP --resume), the others run from the start")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -272,13 +291,22 @@ func reproSeries(name, about, example, defaultOut, footer string, runs []reproSe
 		if *vlmEpochs > 0 {
 			a = append(a, "--vlm-epochs", strconv.Itoa(*vlmEpochs))
 		}
+		dir := filepath.Join(*out, run.dir)
+		if *resume {
+			// An experiment the stopped series never reached has no results.json: it starts afresh.
+			if _, err := os.Stat(filepath.Join(dir, "results.json")); err == nil {
+				a = append(a, "--resume")
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
 		fmt.Fprintf(stderr, "== repro %s\n", strings.Join(a, " "))
 		start := time.Now()
 		if err := reproCmd(a, io.Discard, stderr); err != nil {
 			return fmt.Errorf("repro %s: %w", run.exp, err)
 		}
 		fmt.Fprintf(&index, "| `repro %s` | %s | [%s/results.md](%s/results.md) | %s |\n", run.exp, run.table, run.dir, run.dir,
-			time.Since(start).Round(time.Second))
+			reproWallTime(dir, time.Since(start)).Round(time.Second))
 	}
 	index.WriteString(footer)
 	if err := os.WriteFile(filepath.Join(*out, "README.md"), []byte(index.String()), 0o644); err != nil {

@@ -236,3 +236,58 @@ func TestReproBarberTable(t *testing.T) {
 		}
 	}
 }
+
+// repro clm --resume resumes each experiment that holds a results.json and starts the others afresh:
+// here Table 5.1 is finished (its tables are written again, nothing is loaded) and Table 5.2 was never
+// reached, so it runs without --resume and fails for want of the data set.
+func TestReproSeriesResume(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("LDPSQL_DATA", dir) // no Fashion-MNIST: a run that loaded it fails
+	exp, _ := experimentNamed("data-collection")
+	table51 := filepath.Join(dir, "table-5.1")
+	if err := os.MkdirAll(table51, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mechs := strings.Split("clm,vlm,pca,privunit,duchi,laplace", ",")
+	cfg := reproConfig{exp: exp, out: table51, trials: 1, eps: []float64{2}, mechs: mechs,
+		nAux: 45000, nPriv: 15000, nTest: 10000, lambda: 0.7, vlmEpochs: 12, clfEpochs: 60, seed: 1}
+	res := reproResults{}
+	for _, m := range mechs {
+		res[m] = map[string][]float64{"2": {0.3}}
+	}
+	if _, err := writeReproResults(cfg, res, 50*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(table51, "results.md")); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	err := reproCmd([]string{"clm", "--eps", "2", "--resume", "--out", dir}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "repro novel-class") || strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("want Table 5.2 run afresh and failing for want of data, got %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "every trial asked for is in "+filepath.Join(table51, "results.json")) {
+		t.Errorf("Table 5.1 was not resumed:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(table51, "results.md")); err != nil {
+		t.Errorf("Table 5.1's tables were not written again: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "== repro novel-class --dataset fashion-mnist --out "+filepath.Join(dir, "table-5.2")+" --trials 1 --seed 1 --mechanisms clm,vlm,privunit,duchi,laplace --eps 2\n") {
+		t.Errorf("Table 5.2 was not started afresh:\n%s", stderr.String())
+	}
+}
+
+// A series' index gives an experiment's wall time from its results.json, which counts the time a
+// resumed run spent before it stopped.
+func TestReproWallTimeFromResults(t *testing.T) {
+	dir := t.TempDir()
+	if got := reproWallTime(dir, 3*time.Second); got != 3*time.Second {
+		t.Errorf("no results.json: %v", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), []byte(`{"wall_s": 5400}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := reproWallTime(dir, 3*time.Second); got != 90*time.Minute {
+		t.Errorf("results.json of 5400 s: %v", got)
+	}
+}
