@@ -18,7 +18,8 @@ import (
 // the reader is 512 rows ahead, nobody receives again: the reader blocks for ever, the statement never
 // returns its error, and KILL QUERY cannot end it (a server shutting down waits for it in vain). That
 // is still so in GMS's newest code (sql/rowexec/agg.go, compute). groupingBuilder builds this one in its
-// place; the groups come out in the order of their first row, as GMS's do.
+// place; the groups come out in the order of their first row, as GMS's do. A report for GMS, with a
+// reproduction on its memory engine, is docs/upstream/go-mysql-server-groupby-hang.md.
 
 // groupingBuilder is the analyzer's priority exec builder: it builds a GROUP BY with grouping
 // expressions and leaves every other node to GMS (a nil iterator).
