@@ -96,42 +96,115 @@ func Fit(p Params, inputDim int, next func() ([][]float32, error)) (*Model, erro
 		return nil, err
 	}
 	n := inputDim
-	// Σ = V diag(e) Vᵀ; S = Σ^{1/2} = V diag(√e) Vᵀ.
+	cov, err := covarianceRoot(mo.cov)
+	if err != nil {
+		return nil, err
+	}
+	g, task := p.taskGram(n)
+	lambda, q, err := taskEigen(&cov.s, g)
+	if err != nil {
+		return nil, err
+	}
+	rows, dirs := encoderDirections(&cov.s, g, lambda, q, zmax)
+	if len(rows) == 0 {
+		return nil, errors.New("task_aware_linear: the task is constant on the auxiliary rows (K Σ Kᵀ = 0): nothing to release")
+	}
+	width := make([]float64, n)
+	for j := range width {
+		width[j] = mo.hi[j] - mo.lo[j]
+	}
+	d, rule, err := p.design(lambda, rows, width)
+	if err != nil {
+		return nil, fmt.Errorf("task_aware_linear: %w", err)
+	}
+	sigma := make([]float64, d.ZPrime)
+	for i := range sigma {
+		sigma[i] = math.Sqrt(d.Sigma2[i])
+	}
+	m := &Model{
+		Format: Format, InputDim: n, Z: d.ZPrime, ZMax: zmax, Eps: p.Eps, N: mo.n, Task: task,
+		Lo: mo.lo, Hi: mo.hi, Mean: mo.mean, Encoder: scaleRows(rows, sigma),
+		Delta1: d.Delta1, Radius: d.Delta1 / 2, NoiseScale: d.Delta1 / p.Eps, NoiseVar: d.NoiseVar,
+		Lambda: lambda, C: d.C, Sigma2: d.Sigma2, Rule: rule, Loss: d.Loss, LossMean: sumPos(lambda),
+	}
+	_, m.ZPrime = WaterFill(lambda, d.C, n)
+	m.setDecoder(mo, dirs, sigma, d)
+	m.LossTaskAgnostic = cov.taskAgnosticLoss(g, sumPos(width)/p.Eps)
+	if err := m.init(); err != nil {
+		return nil, err
+	}
+	x, y := m.Extremes()
+	m.ExtremeVertices = [][]float64{x, y}
+	return m, nil
+}
+
+// covRoot is the auxiliary rows' covariance Σ = V diag(e) Vᵀ and its root S = Σ^{1/2} = V diag(√e) Vᵀ
+// (negative rounding of e set to 0).
+type covRoot struct {
+	e []float64
+	v mat.Dense
+	s mat.Dense
+}
+
+// covarianceRoot factorises the covariance.
+func covarianceRoot(cov *mat.SymDense) (*covRoot, error) {
 	var es mat.EigenSym
-	if !es.Factorize(mo.cov, true) {
+	if !es.Factorize(cov, true) {
 		return nil, errors.New("task_aware_linear: eigendecomposition of the covariance did not converge")
 	}
-	e := es.Values(nil)
-	var v mat.Dense
-	es.VectorsTo(&v)
-	vs := mat.DenseCopyOf(&v)
-	for k := range e {
-		e[k] = max(e[k], 0)
+	c := &covRoot{e: es.Values(nil)}
+	es.VectorsTo(&c.v)
+	n := len(c.e)
+	vs := mat.DenseCopyOf(&c.v)
+	for k := range c.e {
+		c.e[k] = max(c.e[k], 0)
 		for i := 0; i < n; i++ {
-			vs.Set(i, k, v.At(i, k)*math.Sqrt(e[k]))
+			vs.Set(i, k, c.v.At(i, k)*math.Sqrt(c.e[k]))
 		}
 	}
-	var s mat.Dense
-	s.Mul(vs, v.T())
-	// G = KᵀK.
+	c.s.Mul(vs, c.v.T())
+	return c, nil
+}
+
+// taskAgnosticLoss is the paper's task-agnostic baseline's loss (Corollary 2): φ = x with one Laplace
+// scale b on every coordinate and the LMMSE decoder, Σ_k (v_kᵀ G v_k)·e_k σ²/(e_k + σ²) with σ² = 2b².
+func (c *covRoot) taskAgnosticLoss(g *mat.Dense, b float64) float64 {
+	n := len(c.e)
+	nv := 2 * b * b
+	loss := 0.0
+	for k := range c.e {
+		vk := mat.NewVecDense(n, mat.Col(nil, k, &c.v))
+		if c.e[k] > 0 {
+			loss += mat.Inner(vk, g, vk) * c.e[k] * nv / (c.e[k] + nv)
+		}
+	}
+	return loss
+}
+
+// taskGram is G = KᵀK, from the weights (K diagonal) or the task matrix, and the task's name.
+func (p Params) taskGram(n int) (*mat.Dense, string) {
 	g := mat.NewDense(n, n, nil)
-	task := "weights"
 	if p.Weights != nil {
 		for j, w := range p.Weights {
 			g.Set(j, j, w*w)
 		}
-	} else {
-		task = "task_matrix"
-		k := mat.NewDense(len(p.TaskMatrix), n, nil)
-		for i, r := range p.TaskMatrix {
-			k.SetRow(i, r)
-		}
-		g.Mul(k.T(), k)
+		return g, "weights"
 	}
-	// PᵀP = S G S, symmetrised.
+	k := mat.NewDense(len(p.TaskMatrix), n, nil)
+	for i, r := range p.TaskMatrix {
+		k.SetRow(i, r)
+	}
+	g.Mul(k.T(), k)
+	return g, "task_matrix"
+}
+
+// taskEigen factorises PᵀP = S G S (symmetrised): its eigenvalues λ in descending order (rounding of a
+// zero eigenvalue set to 0) and its eigenvectors q (columns in ascending order, as EigenSym gives them).
+func taskEigen(s *mat.Dense, g *mat.Dense) ([]float64, *mat.Dense, error) {
+	n, _ := s.Dims()
 	var sg, ptp mat.Dense
-	sg.Mul(&s, g)
-	ptp.Mul(&sg, &s)
+	sg.Mul(s, g)
+	ptp.Mul(&sg, s)
 	sym := mat.NewSymDense(n, nil)
 	for i := 0; i < n; i++ {
 		for j := i; j < n; j++ {
@@ -140,7 +213,7 @@ func Fit(p Params, inputDim int, next func() ([][]float32, error)) (*Model, erro
 	}
 	var pe mat.EigenSym
 	if !pe.Factorize(sym, true) {
-		return nil, errors.New("task_aware_linear: eigendecomposition of PᵀP did not converge")
+		return nil, nil, errors.New("task_aware_linear: eigendecomposition of PᵀP did not converge")
 	}
 	asc := pe.Values(nil)
 	var q mat.Dense
@@ -152,19 +225,24 @@ func Fit(p Params, inputDim int, next func() ([][]float32, error)) (*Model, erro
 			lambda[i] = 0
 		}
 	}
-	// Per unit scale, row i of the encoder is ã_i = G S q_i/λ_i, so that
-	// ã_iᵀ(x − μ) = q_iᵀ h for every x − μ in the span of the rows (there
-	// q_i = S G S q_i/λ_i, and S⁻¹ on that span gives the identity), with
-	// no inverse of a near-singular Σ; its decoder direction is S q_i.
+	return lambda, &q, nil
+}
+
+// encoderDirections are the encoder's rows per unit scale and their decoder directions, for the at most
+// zmax positive eigenvalues. Row i is ã_i = G S q_i/λ_i, so that ã_iᵀ(x − μ) = q_iᵀ h for every x − μ
+// in the span of the rows (there q_i = S G S q_i/λ_i, and S⁻¹ on that span gives the identity), with no
+// inverse of a near-singular Σ; its decoder direction is S q_i. Each row's largest entry is positive
+// (a deterministic sign).
+func encoderDirections(s, g *mat.Dense, lambda []float64, q *mat.Dense, zmax int) (rows, dirs [][]float64) {
+	n := len(lambda)
 	var gs mat.Dense
-	gs.Mul(g, &s)
-	rows, dirs := make([][]float64, 0, zmax), make([][]float64, 0, zmax)
+	gs.Mul(g, s)
 	for i := 0; i < zmax && lambda[i] > 0; i++ {
-		qi := mat.NewVecDense(n, mat.Col(nil, n-1-i, &q))
+		qi := mat.NewVecDense(n, mat.Col(nil, n-1-i, q))
 		var a, d mat.VecDense
 		a.MulVec(&gs, qi)
 		a.ScaleVec(1/lambda[i], &a)
-		d.MulVec(&s, qi)
+		d.MulVec(s, qi)
 		ar, dr := a.RawVector().Data, d.RawVector().Data
 		big := 0
 		for j := range ar {
@@ -172,60 +250,49 @@ func Fit(p Params, inputDim int, next func() ([][]float32, error)) (*Model, erro
 				big = j
 			}
 		}
-		if ar[big] < 0 { // a deterministic sign
+		if ar[big] < 0 {
 			for j := range ar {
 				ar[j], dr[j] = -ar[j], -dr[j]
 			}
 		}
 		rows, dirs = append(rows, ar), append(dirs, dr)
 	}
-	if len(rows) == 0 {
-		return nil, errors.New("task_aware_linear: the task is constant on the auxiliary rows (K Σ Kᵀ = 0): nothing to release")
-	}
-	width := make([]float64, n)
-	for j := range width {
-		width[j] = mo.hi[j] - mo.lo[j]
-	}
-	scaled := func(sigma []float64) [][]float64 {
-		a := make([][]float64, len(sigma))
-		for i, sg := range sigma {
-			a[i] = make([]float64, n)
-			for j, x := range rows[i] {
-				a[i][j] = sg * x
-			}
+	return rows, dirs
+}
+
+// scaleRows is the encoder of the given scales: row i of rows times sigma[i], for the first len(sigma).
+func scaleRows(rows [][]float64, sigma []float64) [][]float64 {
+	a := make([][]float64, len(sigma))
+	for i, sg := range sigma {
+		a[i] = make([]float64, len(rows[i]))
+		for j, x := range rows[i] {
+			a[i][j] = sg * x
 		}
-		return a
 	}
+	return a
+}
+
+// design chooses the scales, noise and decoder gains for the encoder's real ℓ1 diameter over the box:
+// by the paper's Theorem 1 recipe when p.R is set, else the c that minimises the loss (eq. 9). It also
+// returns the rule it followed, in words.
+func (p Params) design(lambda []float64, rows [][]float64, width []float64) (Design, string, error) {
 	delta1 := func(sigma []float64) (float64, error) {
-		d, _, err := BoxL1Diameter(scaled(sigma), width)
+		d, _, err := BoxL1Diameter(scaleRows(rows, sigma), width)
 		return d, err
 	}
-	var d Design
-	var rule string
 	if p.R > 0 {
 		c := 8 * p.R * p.R / (p.Eps * p.Eps)
-		d, err = DesignAt(lambda, len(rows), p.Eps, c, delta1)
-		rule = fmt.Sprintf("the paper's Theorem 1 recipe with r = %g: c = 8r²/ε² = %g; noise and decoder for the encoder's real Δ1 over the box", p.R, c)
-	} else {
-		d, err = OptimiseDesign(lambda, len(rows), p.Eps, delta1)
-		rule = fmt.Sprintf("c minimising the loss (eq. 9) at the noise of the encoder's real Δ1 over the box (r equivalent ε√(c/8) = %g)", p.Eps*math.Sqrt(d.C/8))
+		d, err := DesignAt(lambda, len(rows), p.Eps, c, delta1)
+		return d, fmt.Sprintf("the paper's Theorem 1 recipe with r = %g: c = 8r²/ε² = %g; noise and decoder for the encoder's real Δ1 over the box", p.R, c), err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("task_aware_linear: %w", err)
-	}
-	sigma := make([]float64, d.ZPrime)
-	for i := range sigma {
-		sigma[i] = math.Sqrt(d.Sigma2[i])
-	}
-	m := &Model{
-		Format: Format, InputDim: n, Z: d.ZPrime, ZMax: zmax, Eps: p.Eps, N: mo.n, Task: task,
-		Lo: mo.lo, Hi: mo.hi, Mean: mo.mean, Encoder: scaled(sigma),
-		Delta1: d.Delta1, Radius: d.Delta1 / 2, NoiseScale: d.Delta1 / p.Eps, NoiseVar: d.NoiseVar,
-		Lambda: lambda, C: d.C, Sigma2: d.Sigma2, Rule: rule, Loss: d.Loss, LossMean: sumPos(lambda),
-	}
-	_, m.ZPrime = WaterFill(lambda, d.C, n)
-	// The decoder: column i of D is q_i σ_i/(σ_i² + σ_w²); in x-space
-	// x̂ = μ + S D(y + A(mid − μ)).
+	d, err := OptimiseDesign(lambda, len(rows), p.Eps, delta1)
+	return d, fmt.Sprintf("c minimising the loss (eq. 9) at the noise of the encoder's real Δ1 over the box (r equivalent ε√(c/8) = %g)", p.Eps*math.Sqrt(d.C/8)), err
+}
+
+// setDecoder sets the decoder: column i of D is q_i σ_i/(σ_i² + σ_w²); in x-space
+// x̂ = μ + S D(y + A(mid − μ)), with mid the box's centre.
+func (m *Model) setDecoder(mo *stats, dirs [][]float64, sigma []float64, d Design) {
+	n := len(mo.mean)
 	mid := make([]float64, n)
 	for j := range mid {
 		mid[j] = (mo.lo[j] + mo.hi[j]) / 2
@@ -244,21 +311,6 @@ func Fit(p Params, inputDim int, next func() ([][]float32, error)) (*Model, erro
 		}
 		m.Decoder = append(m.Decoder, col)
 	}
-	// The task-agnostic baseline: Σ_k (v_kᵀ G v_k)·e_k σ²/(e_k + σ²).
-	bw := sumPos(width) / p.Eps
-	nv := 2 * bw * bw
-	for k := range e {
-		vk := mat.NewVecDense(n, mat.Col(nil, k, &v))
-		if e[k] > 0 {
-			m.LossTaskAgnostic += mat.Inner(vk, g, vk) * e[k] * nv / (e[k] + nv)
-		}
-	}
-	if err := m.init(); err != nil {
-		return nil, err
-	}
-	x, y := m.Extremes()
-	m.ExtremeVertices = [][]float64{x, y}
-	return m, nil
 }
 
 // FitRows fits a model on rows held in memory.
