@@ -62,8 +62,11 @@ func DuchiOnBallMinRatio(d int) float64 {
 // was trained for (thesis §6.1). The release stays ε-LDP either way: the
 // caveat is about utility only.
 func RandomiserCaveat(name string, set OutputSet, eps float64) string {
+	if name != RandomiserDuchi {
+		return "" // before asBall: LDP_ENCODE asks at every batch, mostly for laplace
+	}
 	ball, ok := asBall(set)
-	if name != RandomiserDuchi || !ok {
+	if !ok {
 		return ""
 	}
 	duchi, err := NewDuchi(ball, eps)
@@ -84,8 +87,11 @@ func RandomiserCaveat(name string, set OutputSet, eps float64) string {
 // ε is known (a column's default randomiser): it speaks when the caveat
 // holds at every ε, with the ratio's lower bound [DuchiOnBallMinRatio].
 func RandomiserCaveatAnyEpsilon(name string, set OutputSet) string {
+	if name != RandomiserDuchi {
+		return "" // before asBall: LDP_ENCODE asks at every batch, mostly for laplace
+	}
 	ball, ok := asBall(set)
-	if name != RandomiserDuchi || !ok {
+	if !ok {
 		return ""
 	}
 	ratio := DuchiOnBallMinRatio(ball.D)
