@@ -58,17 +58,7 @@ count); anything that does not match is an error and nothing is written.`,
 		return err
 	}
 	defer src.Close()
-	var raw []byte
-	from := *metaPath
-	if from != "" {
-		raw, err = os.ReadFile(from)
-	} else {
-		raw, from, err = src.Metadata()
-	}
-	if err != nil {
-		return fmt.Errorf("the releases' metadata: %w", err)
-	}
-	meta, err := parseReleaseMeta(raw, from)
+	meta, from, err := readReleaseMeta(src, *metaPath)
 	if err != nil {
 		return err
 	}
@@ -78,39 +68,92 @@ count); anything that does not match is an error and nothing is written.`,
 		return err
 	}
 	defer s.close()
+	desc, err := releasingMechanism(ctx, s, meta, from)
+	if err != nil {
+		return err
+	}
+	// Every row is checked before the table is made, so that bad input writes nothing; then the file
+	// is read again into the table, so that memory does not grow with it.
+	keyInt, err := checkReleases(src, *in, meta, from, desc.OutputDim)
+	if err != nil {
+		return err
+	}
+	again, err := rowfile.Open(*in)
+	if err != nil {
+		return err
+	}
+	defer again.Close()
+	rr, err := newReleaseReader(again, *in, meta, desc.OutputDim)
+	if err != nil {
+		return err
+	}
+	rr.keyInt = keyInt
+	n, err := createReleaseTable(ctx, s, *table, rr, meta, desc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "imported %d releases of mechanism %q into %s (ε_x %g%s)\n", n, meta.Mechanism, *table, meta.EpsX,
+		map[bool]string{true: fmt.Sprintf(", label by %d-RR at ε_y %g", meta.K, meta.EpsY), false: ""}[meta.Label != ""])
+	return s.close()
+}
+
+// readReleaseMeta reads and checks the releases' metadata: from metaPath when given, else from beside
+// (CSV) or inside (Parquet) the releases. It also returns where it read them, for messages.
+func readReleaseMeta(src rowfile.Source, metaPath string) (releaseMeta, string, error) {
+	var raw []byte
+	var err error
+	from := metaPath
+	if from != "" {
+		raw, err = os.ReadFile(from)
+	} else {
+		raw, from, err = src.Metadata()
+	}
+	if err != nil {
+		return releaseMeta{}, from, fmt.Errorf("the releases' metadata: %w", err)
+	}
+	meta, err := parseReleaseMeta(raw, from)
+	return meta, from, err
+}
+
+// releasingMechanism returns the description of the registered mechanism the releases name, after
+// checking that its model is the one they were made with and that their randomiser can release its
+// output set.
+func releasingMechanism(ctx context.Context, s session, meta releaseMeta, from string) (sdk.Description, error) {
+	var desc sdk.Description
 	r, err := queryAll(ctx, s, fmt.Sprintf("SELECT k.description, SHA2(m.artifact, 256) FROM ldpsql_catalog.ldp_mechanisms k "+
 		"LEFT JOIN ldpsql_catalog.ldp_models m ON m.name = k.model WHERE k.name = %s", sqlQuote(meta.Mechanism)))
 	if err != nil {
-		return err
+		return desc, err
 	}
 	if len(r.rows) != 1 {
-		return fmt.Errorf("the releases were made with mechanism %q, which is not registered here", meta.Mechanism)
+		return desc, fmt.Errorf("the releases were made with mechanism %q, which is not registered here", meta.Mechanism)
 	}
-	var desc sdk.Description
 	if err := json.Unmarshal([]byte(stringValue(r.rows[0][0])), &desc); err != nil {
-		return fmt.Errorf("mechanism %q: its description: %w", meta.Mechanism, err)
+		return desc, fmt.Errorf("mechanism %q: its description: %w", meta.Mechanism, err)
 	}
 	// The name alone could be a mechanism refitted since the releases were made, with another model.
 	if model := strings.ToLower(stringValue(r.rows[0][1])); model != meta.ModelSHA {
-		return fmt.Errorf("the releases were made with a model of mechanism %q whose SHA-256 is %s (%s), but the model registered here under that name has %s: "+
+		return desc, fmt.Errorf("the releases were made with a model of mechanism %q whose SHA-256 is %s (%s), but the model registered here under that name has %s: "+
 			"release with a file exported from this server's mechanism (ldpsql mechanisms export)", meta.Mechanism, meta.ModelSHA, from, cmp.Or(model, "none"))
 	}
-	set := desc.OutputSet.Describe()
 	// The randomiser named must be one that can release this mechanism's output set (rrB needs a box,
 	// Laplace an ℓ1 ball): releases that no ldpsql randomiser could have made are not imported.
 	if rs, ok := desc.RandomiserSet(); !ok {
-		return fmt.Errorf("mechanism %q has no fitted model (no output set), so no releases were made with it", meta.Mechanism)
+		return desc, fmt.Errorf("mechanism %q has no fitted model (no output set), so no releases were made with it", meta.Mechanism)
 	} else if _, err := mechanisms.NewRandomiser(meta.Randomiser, rs, meta.EpsX); err != nil {
-		return fmt.Errorf("%s: randomiser %q cannot release mechanism %q (output set %s): %w", from, meta.Randomiser, meta.Mechanism, set, err)
+		return desc, fmt.Errorf("%s: randomiser %q cannot release mechanism %q (output set %s): %w", from, meta.Randomiser, meta.Mechanism, desc.OutputSet.Describe(), err)
 	}
+	return desc, nil
+}
 
-	// Every row is checked before the table is made, so that bad input writes nothing; then the file
-	// is read again into the table, so that memory does not grow with it.
-	rr, err := newReleaseReader(src, *in, meta, desc.OutputDim)
+// checkReleases reads every row of src once, checking it, and the row count against the metadata. It
+// returns which key columns hold integers only.
+func checkReleases(src rowfile.Source, in string, meta releaseMeta, from string, dim int) ([]bool, error) {
+	rr, err := newReleaseReader(src, in, meta, dim)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	keyInt := make([]bool, len(rr.keyAt)) // which key columns hold integers only
+	keyInt := make([]bool, len(rr.keyAt))
 	for i := range keyInt {
 		keyInt[i] = true
 	}
@@ -124,28 +167,25 @@ count); anything that does not match is an error and nothing is written.`,
 		if _, err := rr.next(); err == io.EOF {
 			break
 		} else if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if rows != meta.Rows {
-		return fmt.Errorf("%s has %d rows, its metadata (%s) %d", *in, rows, from, meta.Rows)
+		return nil, fmt.Errorf("%s has %d rows, its metadata (%s) %d", in, rows, from, meta.Rows)
 	}
-	again, err := rowfile.Open(*in)
-	if err != nil {
-		return err
-	}
-	defer again.Close()
-	if rr, err = newReleaseReader(again, *in, meta, desc.OutputDim); err != nil {
-		return err
-	}
-	rr.keyInt = keyInt
+	return keyInt, nil
+}
+
+// createReleaseTable creates table with the release metadata in its comment, as ldp_privatize writes
+// it, and fills it from rr; a failed fill drops the table again.
+func createReleaseTable(ctx context.Context, s session, table string, rr *releaseReader, meta releaseMeta, desc sdk.Description) (int64, error) {
 	lambda := meta.Lambda
 	if meta.Label == "" {
 		lambda = 1
 	}
 	pm := udf.PrivatizeMetadata{Source: "client releases " + meta.SHA256, Mechanism: meta.Mechanism, Randomiser: meta.Randomiser,
-		Epsilon: meta.Eps, Lambda: lambda, EpsX: meta.EpsX, EpsY: meta.EpsY, FeaturesCol: "features", OutputDim: desc.OutputDim, OutputSet: set,
-		MechanismSHA256: meta.SHA256, ModelSHA256: meta.ModelSHA}
+		Epsilon: meta.Eps, Lambda: lambda, EpsX: meta.EpsX, EpsY: meta.EpsY, FeaturesCol: "features", OutputDim: desc.OutputDim,
+		OutputSet: desc.OutputSet.Describe(), MechanismSHA256: meta.SHA256, ModelSHA256: meta.ModelSHA}
 	cols, defs := rr.keyColumns()
 	cols = append(cols, "features")
 	defs += ", features LONGBLOB NOT NULL"
@@ -155,10 +195,10 @@ count); anything that does not match is an error and nothing is written.`,
 		defs += ", label INT NOT NULL"
 	}
 	comment, _ := json.Marshal(map[string]any{"ldp_privatize": pm})
-	if _, err := queryAll(ctx, s, fmt.Sprintf("CREATE TABLE %s (%s) COMMENT=%s", quoteTable(*table), defs, sqlQuote(string(comment)))); err != nil {
-		return err
+	if _, err := queryAll(ctx, s, fmt.Sprintf("CREATE TABLE %s (%s) COMMENT=%s", quoteTable(table), defs, sqlQuote(string(comment)))); err != nil {
+		return 0, err
 	}
-	n, err := s.insertRows(ctx, *table, cols, func() ([][]any, error) {
+	n, err := s.insertRows(ctx, table, cols, func() ([][]any, error) {
 		var batch [][]any
 		for len(batch) < 1000 {
 			row, err := rr.next()
@@ -173,12 +213,10 @@ count); anything that does not match is an error and nothing is written.`,
 		return batch, nil // nil at the end
 	})
 	if err != nil {
-		_, _ = queryAll(ctx, s, "DROP TABLE "+quoteTable(*table))
-		return fmt.Errorf("writing %s: %w (the table was dropped)", *table, err)
+		_, _ = queryAll(ctx, s, "DROP TABLE "+quoteTable(table))
+		return 0, fmt.Errorf("writing %s: %w (the table was dropped)", table, err)
 	}
-	fmt.Fprintf(stdout, "imported %d releases of mechanism %q into %s (ε_x %g%s)\n", n, meta.Mechanism, *table, meta.EpsX,
-		map[bool]string{true: fmt.Sprintf(", label by %d-RR at ε_y %g", meta.K, meta.EpsY), false: ""}[meta.Label != ""])
-	return s.close()
+	return n, nil
 }
 
 // releaseReader reads a release file's rows as rows of the imported table (key, features, label),
