@@ -4,6 +4,7 @@ import (
 	"context"
 	gosql "database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -108,12 +109,77 @@ type loadClient struct {
 	releases  []int64           // by unit: how many releases they made
 }
 
+// loadOptions are bench load's flags.
+type loadOptions struct {
+	clients, units, releaseRows, ledgerRows, duckThreads int
+	duration                                             time.Duration
+	weights                                              []float64
+	budget                                               float64
+	keep, cpuProfile                                     string
+}
+
 func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench load", "Run --clients clients at once for --duration over the MySQL protocol on loopback against a fresh\nserver in a temporary directory, each running a random mix of statements: plain SELECTs and single-row\nautocommit INSERTs on an unprotected table, and FLIP_LABEL, RR_FREQUENCY and LDP_LAPLACE releases of\n--release-rows units of a protected table in 'charge' mode (every release charged). Reports per kind\nthe statements, statements/s, p50 and p99 latency and errors, then audits the privacy ledger: every\nunit's ε spent must equal what the successful statements charged it, exactly.\nKinds: "+loadKindNames()+".",
 		`  ldpsql bench load
   ldpsql bench load --clients 8 --duration 10s --mix insert
   ldpsql bench load --mix laplace --ledger-rows 1000000
 `, stderr)
+	o, err := parseLoadFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	logrus.SetLevel(logrus.WarnLevel)
+	path := o.keep
+	if path == "" {
+		dir, err := os.MkdirTemp("", "ldpsql-bench-load-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		path = filepath.Join(dir, "bench.duckdb")
+	} else if _, err := os.Stat(path); err == nil {
+		return fmt.Errorf("--db %s exists: bench load needs a fresh file", path)
+	}
+	e, err := openEngine(path, udf.Config{}, engine.WithDuckDBThreads(o.duckThreads))
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if err := loadSetup(e, o.units, o.budget, o.ledgerRows); err != nil {
+		return fmt.Errorf("setting up: %w", err)
+	}
+
+	// interpolateParams: the text protocol, one round trip per statement, as most clients send.
+	db, _, stop, err := serveLoopback(e, "interpolateParams=true")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	db.SetMaxOpenConns(o.clients)
+	db.SetMaxIdleConns(o.clients)
+
+	var mixDesc []string
+	for i, w := range o.weights {
+		if w > 0 {
+			mixDesc = append(mixDesc, fmt.Sprintf("%s %g", loadKinds[i].name, w))
+		}
+	}
+	fmt.Fprintf(stdout, "ldpsql %s bench load: %d clients × %s over the MySQL protocol on loopback (DuckDB file %s)\n", version, o.clients, o.duration, path)
+	fmt.Fprintf(stdout, "mix: %s; releases of %d of %d units, 'charge' mode, budget ε %g per unit; %d ledger rows before; DuckDB threads %d\n",
+		strings.Join(mixDesc, ", "), o.releaseRows, o.units, o.budget, o.ledgerRows, o.duckThreads)
+	fmt.Fprintf(stdout, "load average before: %s\n\n", loadAverage())
+
+	run, err := runLoad(e, db, o)
+	if err != nil {
+		return err
+	}
+	printLoadReport(stdout, e, o, run)
+	fmt.Fprintf(stdout, "load average after: %s\n\n", loadAverage())
+	return auditLoad(stdout, e, run.results, o.units, o.budget)
+}
+
+// parseLoadFlags parses and checks bench load's flags.
+func parseLoadFlags(fs *flag.FlagSet, args []string) (loadOptions, error) {
 	clients := fs.Int("clients", 16, "concurrent clients, one connection each")
 	duration := fs.Duration("duration", 30*time.Second, "how long the clients run")
 	mix := fs.String("mix", "select,insert,flip_label,rr_frequency,laplace", "kinds of statement and their weights (kind=weight, comma separated)")
@@ -125,115 +191,96 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 	duckThreads := fs.Int("duckdb-threads", engine.DefaultServerDuckDBThreads, "DuckDB threads, as serve --duckdb-threads (0: one per core)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (server and clients, one process) to this file")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return loadOptions{}, err
 	}
 	weights, err := parseMix(*mix)
 	if err != nil {
-		return err
+		return loadOptions{}, err
 	}
 	switch {
 	case *clients < 1:
-		return fmt.Errorf("--clients %d must be at least 1", *clients)
+		return loadOptions{}, fmt.Errorf("--clients %d must be at least 1", *clients)
 	case *duration <= 0:
-		return fmt.Errorf("--duration %s must be > 0", *duration)
+		return loadOptions{}, fmt.Errorf("--duration %s must be > 0", *duration)
 	case *releaseRows < 1 || *units < *releaseRows:
-		return fmt.Errorf("--release-rows %d must be at least 1 and at most --units %d", *releaseRows, *units)
+		return loadOptions{}, fmt.Errorf("--release-rows %d must be at least 1 and at most --units %d", *releaseRows, *units)
 	case *duckThreads < 0:
-		return fmt.Errorf("--duckdb-threads %d must be ≥ 0", *duckThreads)
+		return loadOptions{}, fmt.Errorf("--duckdb-threads %d must be ≥ 0", *duckThreads)
 	case *ledgerRows < 0:
-		return fmt.Errorf("--ledger-rows %d must be ≥ 0", *ledgerRows)
+		return loadOptions{}, fmt.Errorf("--ledger-rows %d must be ≥ 0", *ledgerRows)
 	case !(*budget > 0) || math.IsInf(*budget, 0):
-		return fmt.Errorf("--budget %v must be a finite number > 0", *budget)
+		return loadOptions{}, fmt.Errorf("--budget %v must be a finite number > 0", *budget)
 	}
-	logrus.SetLevel(logrus.WarnLevel)
-	path := *keep
-	if path == "" {
-		dir, err := os.MkdirTemp("", "ldpsql-bench-load-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		path = filepath.Join(dir, "bench.duckdb")
-	} else if _, err := os.Stat(path); err == nil {
-		return fmt.Errorf("--db %s exists: bench load needs a fresh file", path)
-	}
-	e, err := openEngine(path, udf.Config{}, engine.WithDuckDBThreads(*duckThreads))
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	if err := loadSetup(e, *units, *budget, *ledgerRows); err != nil {
-		return fmt.Errorf("setting up: %w", err)
-	}
+	return loadOptions{clients: *clients, units: *units, releaseRows: *releaseRows, ledgerRows: *ledgerRows, duckThreads: *duckThreads,
+		duration: *duration, weights: weights, budget: *budget, keep: *keep, cpuProfile: *cpuProfile}, nil
+}
 
-	// interpolateParams: the text protocol, one round trip per statement, as most clients send.
-	db, _, stop, err := serveLoopback(e, "interpolateParams=true")
-	if err != nil {
-		return err
-	}
-	defer stop()
-	db.SetMaxOpenConns(*clients)
-	db.SetMaxIdleConns(*clients)
+// loadRun is what a run of the clients measured, with the server's transaction counters before it.
+type loadRun struct {
+	results                  []*loadClient
+	elapsed, cpu             time.Duration
+	cpuKnown                 bool
+	txBefore, insertTxBefore int64
+}
 
-	var mixDesc []string
-	for i, w := range weights {
-		if w > 0 {
-			mixDesc = append(mixDesc, fmt.Sprintf("%s %g", loadKinds[i].name, w))
-		}
-	}
-	fmt.Fprintf(stdout, "ldpsql %s bench load: %d clients × %s over the MySQL protocol on loopback (DuckDB file %s)\n", version, *clients, *duration, path)
-	fmt.Fprintf(stdout, "mix: %s; releases of %d of %d units, 'charge' mode, budget ε %g per unit; %d ledger rows before; DuckDB threads %d\n",
-		strings.Join(mixDesc, ", "), *releaseRows, *units, *budget, *ledgerRows, *duckThreads)
-	fmt.Fprintf(stdout, "load average before: %s\n\n", loadAverage())
-
-	conns := make([]*gosql.Conn, *clients)
+// runLoad runs o.clients clients on their own connections until o.duration has passed.
+func runLoad(e *engine.Engine, db *gosql.DB, o loadOptions) (loadRun, error) {
+	conns := make([]*gosql.Conn, o.clients)
 	for i := range conns {
+		var err error
 		if conns[i], err = db.Conn(context.Background()); err != nil {
-			return err
+			return loadRun{}, err
 		}
 		defer conns[i].Close()
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
-			return err
+			return loadRun{}, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return loadRun{}, err
 		}
 		defer pprof.StopCPUProfile()
 	}
-	txBefore, insertTxBefore := e.Ledger.Transactions(), e.InsertTransactions()
+	run := loadRun{txBefore: e.Ledger.Transactions(), insertTxBefore: e.InsertTransactions()}
 	cpuBefore, cpuKnown := processCPU()
 	nextID := atomic.Int64{}
-	nextID.Store(int64(*units))
-	results := make([]*loadClient, *clients)
+	nextID.Store(int64(o.units))
+	run.results = make([]*loadClient, o.clients)
 	var wg sync.WaitGroup
 	start := time.Now()
-	deadline := start.Add(*duration)
+	deadline := start.Add(o.duration)
 	for c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[c] = runLoadClient(conns[c], uint64(c), weights, *units, *releaseRows, deadline, &nextID)
+			run.results[c] = runLoadClient(conns[c], uint64(c), o.weights, o.units, o.releaseRows, deadline, &nextID)
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	run.elapsed = time.Since(start)
 	cpuAfter, _ := processCPU()
+	run.cpu, run.cpuKnown = cpuAfter-cpuBefore, cpuKnown
+	return run, nil
+}
 
+// printLoadReport prints, per kind of statement, the count, rate, p50 and p99 latency and errors, then
+// the statements per ledger and insert transaction and the CPU time per statement.
+func printLoadReport(stdout io.Writer, e *engine.Engine, o loadOptions, run loadRun) {
+	elapsed := run.elapsed
 	fmt.Fprintf(stdout, "%-14s %8s %9s %9s %9s %7s\n", "kind", "count", "q/s", "p50 ms", "p99 ms", "errors")
 	var all, charged, inserts []time.Duration
 	allErrs, chargedErrs := 0, 0
 	var firstErrs []string
 	for k, kind := range loadKinds {
-		if weights[k] == 0 {
+		if o.weights[k] == 0 {
 			continue
 		}
 		var lat []time.Duration
 		errs := 0
-		for _, r := range results {
+		for _, r := range run.results {
 			lat = append(lat, r.latencies[k]...)
 			errs += r.errors[k]
 			if r.firstErr[k] != nil && len(firstErrs) < 5 {
@@ -257,22 +304,20 @@ func benchLoadCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  first error of %s\n", s)
 	}
 	if n := len(charged); n > 0 {
-		tx := e.Ledger.Transactions() - txBefore
+		tx := e.Ledger.Transactions() - run.txBefore
 		fmt.Fprintf(stdout, "ledger: %d transactions for %d charged statements (%.1f per transaction)\n", tx, n, float64(n)/float64(max(tx, 1)))
 	}
 	if n := len(inserts); n > 0 {
-		tx := e.InsertTransactions() - insertTxBefore
+		tx := e.InsertTransactions() - run.insertTxBefore
 		fmt.Fprintf(stdout, "inserts: %d transactions for %d INSERTs (%.1f per transaction)\n", tx, n, float64(n)/float64(max(tx, 1)))
 	}
-	if n := len(all) + allErrs; cpuKnown && n > 0 {
+	if n := len(all) + allErrs; run.cpuKnown && n > 0 {
 		// On a loaded machine the rates above measure the share of the CPU the run got; the CPU time
 		// each statement took is what the code costs.
-		cpu := cpuAfter - cpuBefore
+		cpu := run.cpu
 		fmt.Fprintf(stdout, "CPU: %.2f s user+system over %s (%.2f cores), %.0f µs per statement (server and clients: one process)\n",
 			cpu.Seconds(), elapsed.Round(time.Millisecond), cpu.Seconds()/elapsed.Seconds(), float64(cpu.Microseconds())/float64(n))
 	}
-	fmt.Fprintf(stdout, "load average after: %s\n\n", loadAverage())
-	return auditLoad(stdout, e, results, *units, *budget)
 }
 
 func printLoadRow(w io.Writer, name string, lat []time.Duration, errs int, elapsed time.Duration) {
