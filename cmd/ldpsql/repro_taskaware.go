@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,123 +59,35 @@ Writes results.md, results.json and loss.png to --out.`,
 	if *trials < 1 {
 		return fmt.Errorf("--trials %d must be at least 1", *trials)
 	}
-	var epsV []float64
-	for _, s := range strings.Split(*epsList, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || !(v > 0 && v <= taskaware.MaxEps) {
-			return fmt.Errorf("--eps: %q is not a number in (0, %d]", s, taskaware.MaxEps)
-		}
-		epsV = append(epsV, v)
+	epsV, err := parseTaskAwareEps(*epsList)
+	if err != nil {
+		return err
 	}
-	sort.Float64s(epsV)
-	var trX, teX [][]float32
-	var trY, teY []float64
-	setting := func(c *taskaware.TrainConfig) {} // the dataset's hyperparameters
-	if *dataset == "fashion-mnist" {
-		// E4 (spec II.5): the paper's text (a linear task model, Z = 10, linear encoder and decoder) with
-		// its code's training (the first 6,000 training and 1,000 test images, minibatches of 64 with 10
-		// steps each, η = 0.2, 60 epochs).
-		tr, where, err := datasets.LoadFashionMNIST("train")
-		if err != nil {
-			return err
-		}
-		te, _, err := datasets.LoadFashionMNIST("test")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "Fashion-MNIST from %s\n", where)
-		for i := range 6000 {
-			trX, trY = append(trX, tr.Pixels[i]), append(trY, float64(tr.Labels[i]))
-		}
-		for i := range 1000 {
-			teX, teY = append(teX, te.Pixels[i]), append(teY, float64(te.Labels[i]))
-		}
-		if *epochs == 0 {
-			*epochs = 60
-		}
-		setting = func(c *taskaware.TrainConfig) {
-			c.TaskModel, c.Encoder, c.Z, c.Eta, c.BatchSize, c.Steps, c.TaskEpochs = taskaware.EncoderLinear, taskaware.EncoderLinear, 10, 0.2, 64, 10, 20
-		}
-	} else {
-		d, err := datasets.LoadWDBC()
-		if err != nil {
-			return err
-		}
-		trX, trY, teX, teY = d.PaperSplit()
-		if *epochs == 0 {
-			*epochs = 2000
-		}
-		setting = func(c *taskaware.TrainConfig) { c.Encoder = taskaware.EncoderMLP }
+	designs, err := parseTaskAwareDesigns(*designList)
+	if err != nil {
+		return err
+	}
+	data, err := loadTaskAwareData(*dataset, *epochs, stderr)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	var designs []string
-	for _, d := range strings.Split(*designList, ",") {
-		d = strings.TrimSpace(d)
-		if d != taskaware.DesignTaskAware && d != taskaware.DesignPrivacyAgnostic && d != taskaware.DesignTaskAgnostic {
-			return fmt.Errorf("--designs: unknown %q (task_aware, privacy_agnostic, task_agnostic)", d)
-		}
-		designs = append(designs, d)
-	}
-	res := taResults{Dataset: *dataset, Eps: epsV, Epochs: *epochs, Trials: *trials, Loss: map[string]map[string][]float64{}, Acc: map[string]map[string][]float64{}}
+	res := taResults{Dataset: *dataset, Eps: epsV, Epochs: data.epochs, Trials: *trials, Loss: map[string]map[string][]float64{}, Acc: map[string]map[string][]float64{}}
 	for _, ds := range designs {
 		res.Loss[ds], res.Acc[ds] = map[string][]float64{}, map[string][]float64{}
 	}
-	first := 0
 	if *resume {
-		raw, err := os.ReadFile(filepath.Join(*out, "results.json"))
-		if err != nil {
-			return fmt.Errorf("--resume: %w", err)
+		if err := resumeTaskAware(*out, designs, &res); err != nil {
+			return err
 		}
-		var prev taResults
-		if err := json.Unmarshal(raw, &prev); err != nil {
-			return fmt.Errorf("--resume: %s: %w", filepath.Join(*out, "results.json"), err)
-		}
-		if prev.Dataset == "" { // written before the field
-			prev.Dataset = "breast-cancer"
-		}
-		if prev.Dataset != *dataset || prev.Epochs != *epochs || fmt.Sprint(prev.Eps) != fmt.Sprint(epsV) {
-			return fmt.Errorf("--resume: %s holds %s at ε %v with %d epochs, not %s at ε %v with %d", *out, prev.Dataset, prev.Eps, prev.Epochs, *dataset, epsV, *epochs)
-		}
-		for _, ds := range designs {
-			for _, eps := range epsV { // a stopped trial's partial cells are dropped
-				k := epsName(eps)
-				if l := prev.Loss[ds][k]; len(l) > prev.Done {
-					prev.Loss[ds][k], prev.Acc[ds][k] = l[:prev.Done], prev.Acc[ds][k][:prev.Done]
-				}
-				res.Loss[ds][k], res.Acc[ds][k] = prev.Loss[ds][k], prev.Acc[ds][k]
-			}
-		}
-		first, res.Done = prev.Done, prev.Done
-		fmt.Fprintf(stderr, "resuming after %d finished trial(s)\n", first)
+		fmt.Fprintf(stderr, "resuming after %d finished trial(s)\n", res.Done)
 	}
 	start := time.Now()
-	ctx := context.Background()
-	for t := first; t < *trials; t++ {
-		s := *seed + uint64(t)
-		var base *taskaware.Network
-		for _, eps := range epsV {
-			for _, ds := range designs {
-				c := taskaware.DefaultTrainConfig()
-				c.Label, c.Eps, c.Design, c.Epochs, c.Seed = "label", eps, ds, *epochs, s
-				setting(&c)
-				t0 := time.Now()
-				m, err := taskaware.TrainFrom(ctx, c, base, trX, trY, nil)
-				if err != nil {
-					return fmt.Errorf("trial %d, ε = %g, %s: %w", t+1, eps, ds, err)
-				}
-				base = m
-				ev, err := m.Evaluate(teX, teY, eps, 20, s)
-				if err != nil {
-					return err
-				}
-				k := epsName(eps)
-				res.Loss[ds][k] = append(res.Loss[ds][k], ev.Loss)
-				res.Acc[ds][k] = append(res.Acc[ds][k], ev.Accuracy)
-				fmt.Fprintf(stderr, "[%6.0fs] trial %d ε %-4g %-16s Δ1 %7.3f  test loss %.4f  accuracy %.3f  (%s)\n",
-					time.Since(start).Seconds(), t+1, eps, ds, m.Delta1, ev.Loss, ev.Accuracy, time.Since(t0).Round(time.Second))
-			}
+	for t := res.Done; t < *trials; t++ {
+		if err := runTaskAwareTrial(t, *seed+uint64(t), designs, data, &res, start, stderr); err != nil {
+			return err
 		}
 		res.Done = t + 1
 		res.Wall = time.Since(start).Round(time.Second).String()
@@ -185,6 +98,140 @@ Writes results.md, results.json and loss.png to --out.`,
 	md := taMarkdown(res)
 	fmt.Fprint(stdout, md)
 	fmt.Fprintf(stdout, "\nwrote %s, %s and %s\n", filepath.Join(*out, "results.md"), filepath.Join(*out, "results.json"), filepath.Join(*out, "loss.png"))
+	return nil
+}
+
+// parseTaskAwareEps parses --eps: ε values in (0, taskaware.MaxEps], sorted.
+func parseTaskAwareEps(list string) ([]float64, error) {
+	var epsV []float64
+	for _, s := range strings.Split(list, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || !(v > 0 && v <= taskaware.MaxEps) {
+			return nil, fmt.Errorf("--eps: %q is not a number in (0, %d]", s, taskaware.MaxEps)
+		}
+		epsV = append(epsV, v)
+	}
+	sort.Float64s(epsV)
+	return epsV, nil
+}
+
+// parseTaskAwareDesigns parses --designs.
+func parseTaskAwareDesigns(list string) ([]string, error) {
+	var designs []string
+	for _, d := range strings.Split(list, ",") {
+		d = strings.TrimSpace(d)
+		if d != taskaware.DesignTaskAware && d != taskaware.DesignPrivacyAgnostic && d != taskaware.DesignTaskAgnostic {
+			return nil, fmt.Errorf("--designs: unknown %q (task_aware, privacy_agnostic, task_agnostic)", d)
+		}
+		designs = append(designs, d)
+	}
+	return designs, nil
+}
+
+// taData is an experiment's training and test rows, its encoders' epochs and its hyperparameters.
+type taData struct {
+	trX, teX [][]float32
+	trY, teY []float64
+	epochs   int
+	setting  func(c *taskaware.TrainConfig)
+}
+
+// loadTaskAwareData loads the data set of E3 (breast-cancer: the paper's WDBC split, 2,000 epochs by
+// default) or E4 (fashion-mnist). epochs 0 takes the data set's default.
+func loadTaskAwareData(dataset string, epochs int, stderr io.Writer) (taData, error) {
+	var d taData
+	if dataset == "fashion-mnist" {
+		// E4 (spec II.5): the paper's text (a linear task model, Z = 10, linear encoder and decoder) with
+		// its code's training (the first 6,000 training and 1,000 test images, minibatches of 64 with 10
+		// steps each, η = 0.2, 60 epochs).
+		tr, where, err := datasets.LoadFashionMNIST("train")
+		if err != nil {
+			return d, err
+		}
+		te, _, err := datasets.LoadFashionMNIST("test")
+		if err != nil {
+			return d, err
+		}
+		fmt.Fprintf(stderr, "Fashion-MNIST from %s\n", where)
+		for i := range 6000 {
+			d.trX, d.trY = append(d.trX, tr.Pixels[i]), append(d.trY, float64(tr.Labels[i]))
+		}
+		for i := range 1000 {
+			d.teX, d.teY = append(d.teX, te.Pixels[i]), append(d.teY, float64(te.Labels[i]))
+		}
+		d.epochs = cmp.Or(epochs, 60)
+		d.setting = func(c *taskaware.TrainConfig) {
+			c.TaskModel, c.Encoder, c.Z, c.Eta, c.BatchSize, c.Steps, c.TaskEpochs = taskaware.EncoderLinear, taskaware.EncoderLinear, 10, 0.2, 64, 10, 20
+		}
+		return d, nil
+	}
+	wdbc, err := datasets.LoadWDBC()
+	if err != nil {
+		return d, err
+	}
+	d.trX, d.trY, d.teX, d.teY = wdbc.PaperSplit()
+	d.epochs = cmp.Or(epochs, 2000)
+	d.setting = func(c *taskaware.TrainConfig) { c.Encoder = taskaware.EncoderMLP }
+	return d, nil
+}
+
+// resumeTaskAware keeps the finished trials of out's results.json in res, which must be the same data
+// set, ε grid and epochs; a stopped trial's partial cells are dropped.
+func resumeTaskAware(out string, designs []string, res *taResults) error {
+	path := filepath.Join(out, "results.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--resume: %w", err)
+	}
+	var prev taResults
+	if err := json.Unmarshal(raw, &prev); err != nil {
+		return fmt.Errorf("--resume: %s: %w", path, err)
+	}
+	if prev.Dataset == "" { // written before the field
+		prev.Dataset = "breast-cancer"
+	}
+	if prev.Dataset != res.Dataset || prev.Epochs != res.Epochs || fmt.Sprint(prev.Eps) != fmt.Sprint(res.Eps) {
+		return fmt.Errorf("--resume: %s holds %s at ε %v with %d epochs, not %s at ε %v with %d", out, prev.Dataset, prev.Eps, prev.Epochs, res.Dataset, res.Eps, res.Epochs)
+	}
+	for _, ds := range designs {
+		for _, eps := range res.Eps {
+			k := epsName(eps)
+			if l := prev.Loss[ds][k]; len(l) > prev.Done {
+				prev.Loss[ds][k], prev.Acc[ds][k] = l[:prev.Done], prev.Acc[ds][k][:prev.Done]
+			}
+			res.Loss[ds][k], res.Acc[ds][k] = prev.Loss[ds][k], prev.Acc[ds][k]
+		}
+	}
+	res.Done = prev.Done
+	return nil
+}
+
+// runTaskAwareTrial trains every design at every ε of res with seed s (each from the last one trained,
+// as the paper warm-starts) and appends their test loss and accuracy to res.
+func runTaskAwareTrial(t int, s uint64, designs []string, data taData, res *taResults, start time.Time, stderr io.Writer) error {
+	var base *taskaware.Network
+	for _, eps := range res.Eps {
+		for _, ds := range designs {
+			c := taskaware.DefaultTrainConfig()
+			c.Label, c.Eps, c.Design, c.Epochs, c.Seed = "label", eps, ds, data.epochs, s
+			data.setting(&c)
+			t0 := time.Now()
+			m, err := taskaware.TrainFrom(context.Background(), c, base, data.trX, data.trY, nil)
+			if err != nil {
+				return fmt.Errorf("trial %d, ε = %g, %s: %w", t+1, eps, ds, err)
+			}
+			base = m
+			ev, err := m.Evaluate(data.teX, data.teY, eps, 20, s)
+			if err != nil {
+				return err
+			}
+			k := epsName(eps)
+			res.Loss[ds][k] = append(res.Loss[ds][k], ev.Loss)
+			res.Acc[ds][k] = append(res.Acc[ds][k], ev.Accuracy)
+			fmt.Fprintf(stderr, "[%6.0fs] trial %d ε %-4g %-16s Δ1 %7.3f  test loss %.4f  accuracy %.3f  (%s)\n",
+				time.Since(start).Seconds(), t+1, eps, ds, m.Delta1, ev.Loss, ev.Accuracy, time.Since(t0).Round(time.Second))
+		}
+	}
 	return nil
 }
 
