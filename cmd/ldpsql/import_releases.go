@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ldpsql/ldpsql/internal/rowfile"
@@ -30,71 +32,233 @@ VARCHAR(255)), as ldp_export writes a table whose primary key has several column
 .meta.json, or a Parquet file with the metadata inside (by the extension, .csv or .parquet). The
 mechanism must be registered here with the model and the dimension the releases were made with, and
 the metadata must be what privatize writes (every key, ε split as λ·eps and (1 − λ)·eps, the row
-count); anything that does not match is an error and nothing is written.`,
+count); anything that does not match is an error and nothing is written. Several files (--in given
+again, or a glob: a Beam job's shards) go into one table when they were released the same way and
+have the same key columns; row-number ids run on from file to file.`,
 		`  ldpsql import-releases --db ./ldpsql.duckdb --in releases.csv --table collected
   ldpsql import-releases --addr 127.0.0.1:3306 --in releases.csv --meta releases.csv.meta.json --table collected
   ldpsql import-releases --db ./ldpsql.duckdb --in releases.parquet --table collected
+  ldpsql import-releases --db ./ldpsql.duckdb --in 'out/releases-*.parquet' --table collected
 `, stderr)
 	tgt := addTargetFlags(fs, "DuckDB file")
-	in := fs.String("in", "", "the releases, .csv or .parquet")
-	metaPath := fs.String("meta", "", "a CSV file's metadata (default IN.meta.json; a Parquet file carries its own)")
+	var ins []string
+	fs.Func("in", "the releases, .csv or .parquet; give it again, or a glob pattern such as 'out/releases-*.parquet', for several files into one table", func(v string) error {
+		ins = append(ins, v)
+		return nil
+	})
+	metaPath := fs.String("meta", "", "a CSV file's metadata (default IN.meta.json; a Parquet file carries its own); only with one --in")
 	table := fs.String("table", "", "table to create")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *in == "" || *table == "" {
+	if len(ins) == 0 || *table == "" {
 		fs.Usage()
 		return errors.New("--in and --table are required")
 	}
-	format, err := rowfile.FormatOf(*in)
-	if err != nil {
-		return fmt.Errorf("--in: %w", err)
-	}
-	if *metaPath != "" && format == rowfile.Parquet {
-		return fmt.Errorf("--meta: %s carries its metadata inside (%s); --meta is for a CSV file's", *in, rowfile.MetadataAt(*in))
-	}
-	src, err := rowfile.Open(*in)
+	paths, err := expandReleaseFiles(ins)
 	if err != nil {
 		return err
 	}
-	defer src.Close()
-	meta, from, err := readReleaseMeta(src, *metaPath)
-	if err != nil {
-		return err
+	if *metaPath != "" && len(paths) > 1 {
+		return fmt.Errorf("--meta names one file's metadata, but --in gives %d files: each CSV file's metadata must be beside it, as FILE.meta.json", len(paths))
 	}
+	files := make([]releaseFile, len(paths))
+	for i, path := range paths {
+		if files[i], err = openReleaseFile(path, *metaPath); err != nil {
+			return err
+		}
+		defer files[i].src.Close()
+		if err := sameRelease(files[0], files[i]); err != nil {
+			return err
+		}
+	}
+	meta := files[0].meta
 	ctx := context.Background()
 	s, err := tgt.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	desc, err := releasingMechanism(ctx, s, meta, from)
+	desc, err := releasingMechanism(ctx, s, meta, files[0].from)
 	if err != nil {
 		return err
 	}
-	// Every row is checked before the table is made, so that bad input writes nothing; then the file
-	// is read again into the table, so that memory does not grow with it.
-	keyInt, err := checkReleases(src, *in, meta, from, desc.OutputDim)
+	// Every row of every file is checked before the table is made, so that bad input writes nothing;
+	// then the files are read again into the table, so that memory does not grow with them.
+	var keyInt []bool
+	for i, f := range files {
+		fileKeyInt, keys, err := checkReleases(f.src, f.path, f.meta, f.from, desc.OutputDim)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			keyInt, files[0].keys = fileKeyInt, keys
+			continue
+		}
+		if !slices.Equal(keys, files[0].keys) {
+			return fmt.Errorf("%s has the key columns %v, %s %v: files imported into one table must have the same", f.path, keys, files[0].path, files[0].keys)
+		}
+		for j := range keyInt {
+			keyInt[j] = keyInt[j] && fileKeyInt[j]
+		}
+	}
+	rr, err := newMultiReleaseReader(files, desc.OutputDim, keyInt)
 	if err != nil {
 		return err
 	}
-	again, err := rowfile.Open(*in)
-	if err != nil {
-		return err
-	}
-	defer again.Close()
-	rr, err := newReleaseReader(again, *in, meta, desc.OutputDim)
-	if err != nil {
-		return err
-	}
-	rr.keyInt = keyInt
+	defer rr.close()
 	n, err := createReleaseTable(ctx, s, *table, rr, meta, desc)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "imported %d releases of mechanism %q into %s (ε_x %g%s)\n", n, meta.Mechanism, *table, meta.EpsX,
+	from := ""
+	if len(files) > 1 {
+		from = fmt.Sprintf(" from %d files", len(files))
+	}
+	fmt.Fprintf(stdout, "imported %d releases of mechanism %q%s into %s (ε_x %g%s)\n", n, meta.Mechanism, from, *table, meta.EpsX,
 		map[bool]string{true: fmt.Sprintf(", label by %d-RR at ε_y %g", meta.K, meta.EpsY), false: ""}[meta.Label != ""])
 	return s.close()
+}
+
+// expandReleaseFiles expands the --in values: a value with a glob metacharacter becomes the files it
+// matches, in order of name (none is an error); each file once.
+func expandReleaseFiles(ins []string) ([]string, error) {
+	var paths []string
+	seen := map[string]bool{}
+	for _, in := range ins {
+		matches := []string{in}
+		if strings.ContainsAny(in, "*?[") {
+			var err error
+			if matches, err = filepath.Glob(in); err != nil {
+				return nil, fmt.Errorf("--in %q: %w", in, err)
+			}
+			if len(matches) == 0 {
+				return nil, fmt.Errorf("--in %q matches no file", in)
+			}
+			// A CSV file's metadata beside it matches releases-*.csv* too; it is not a release file.
+			matches = slices.DeleteFunc(matches, func(m string) bool { return strings.HasSuffix(m, ".meta.json") })
+		}
+		for _, m := range matches {
+			if !seen[m] {
+				seen[m] = true
+				paths = append(paths, m)
+			}
+		}
+	}
+	return paths, nil
+}
+
+// releaseFile is one release file to import, with its metadata and where that was read.
+type releaseFile struct {
+	path, from string
+	src        rowfile.Source
+	meta       releaseMeta
+	keys       []string // its key columns' names, once checked
+}
+
+// openReleaseFile opens path and reads its metadata (from metaPath when given).
+func openReleaseFile(path, metaPath string) (releaseFile, error) {
+	f := releaseFile{path: path}
+	format, err := rowfile.FormatOf(path)
+	if err != nil {
+		return f, fmt.Errorf("--in: %w", err)
+	}
+	if metaPath != "" && format == rowfile.Parquet {
+		return f, fmt.Errorf("--meta: %s carries its metadata inside (%s); --meta is for a CSV file's", path, rowfile.MetadataAt(path))
+	}
+	if f.src, err = rowfile.Open(path); err != nil {
+		return f, err
+	}
+	if f.meta, f.from, err = readReleaseMeta(f.src, metaPath); err != nil {
+		f.src.Close()
+		return f, err
+	}
+	return f, nil
+}
+
+// sameRelease checks that b's releases were made as a's were (mechanism and its model, randomiser, ε
+// and its split, label and classes), so that one table's metadata describes both; only the row
+// counts and release times may differ.
+func sameRelease(a, b releaseFile) error {
+	x, y := a.meta, b.meta
+	for _, d := range []struct {
+		key    string
+		ax, by any
+	}{
+		{"mechanism", x.Mechanism, y.Mechanism}, {"mechanism_sha256", x.SHA256, y.SHA256}, {"model_sha256", x.ModelSHA, y.ModelSHA},
+		{"randomiser", x.Randomiser, y.Randomiser}, {"eps", x.Eps, y.Eps}, {"eps_x", x.EpsX, y.EpsX}, {"eps_y", x.EpsY, y.EpsY},
+		{"label", x.Label, y.Label}, {"k", x.K, y.K}, {"lambda", x.Lambda, y.Lambda},
+	} {
+		if d.ax != d.by {
+			return fmt.Errorf("%s has %s %v, %s %v: files imported into one table must be releases made the same way", b.from, d.key, d.by, a.from, d.ax)
+		}
+	}
+	return nil
+}
+
+// multiReleaseReader reads the rows of several release files in turn, for one table. Where the files
+// have no key, the row numbers that become ids run on from one file to the next.
+type multiReleaseReader struct {
+	files  []releaseFile
+	dim    int
+	keyInt []bool
+	at     int
+	cur    *releaseReader
+	again  rowfile.Source
+	n      int64 // rows of the files before the current one
+}
+
+func newMultiReleaseReader(files []releaseFile, dim int, keyInt []bool) (*multiReleaseReader, error) {
+	m := &multiReleaseReader{files: files, dim: dim, keyInt: keyInt, at: -1}
+	return m, m.advance()
+}
+
+// advance opens the next file again (the first pass read it to its end).
+func (m *multiReleaseReader) advance() error {
+	if m.cur != nil {
+		m.n = m.cur.n
+	}
+	m.close()
+	m.at++
+	if m.at >= len(m.files) {
+		return nil
+	}
+	f := m.files[m.at]
+	src, err := rowfile.Open(f.path)
+	if err != nil {
+		return err
+	}
+	m.again = src
+	if m.cur, err = newReleaseReader(src, f.path, f.meta, m.dim); err != nil {
+		return err
+	}
+	m.cur.keyInt, m.cur.n = m.keyInt, m.n
+	return nil
+}
+
+// next returns the next row for the table, io.EOF after the last file's last.
+func (m *multiReleaseReader) next() ([]any, error) {
+	for m.at < len(m.files) {
+		row, err := m.cur.next()
+		if err != io.EOF {
+			return row, err
+		}
+		if err := m.advance(); err != nil {
+			return nil, err
+		}
+	}
+	return nil, io.EOF
+}
+
+// keyColumns are the table's key columns and their definitions, from the first file's columns (every
+// file has the same) and what every file's key values are.
+func (m *multiReleaseReader) keyColumns() ([]string, string) { return m.cur.keyColumns() }
+
+func (m *multiReleaseReader) close() {
+	if m.again != nil {
+		m.again.Close()
+		m.again = nil
+	}
 }
 
 // readReleaseMeta reads and checks the releases' metadata: from metaPath when given, else from beside
@@ -147,11 +311,15 @@ func releasingMechanism(ctx context.Context, s session, meta releaseMeta, from s
 }
 
 // checkReleases reads every row of src once, checking it, and the row count against the metadata. It
-// returns which key columns hold integers only.
-func checkReleases(src rowfile.Source, in string, meta releaseMeta, from string, dim int) ([]bool, error) {
+// returns which key columns hold integers only, and their names.
+func checkReleases(src rowfile.Source, in string, meta releaseMeta, from string, dim int) ([]bool, []string, error) {
 	rr, err := newReleaseReader(src, in, meta, dim)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	keys := make([]string, len(rr.keyAt))
+	for i, c := range rr.keyAt {
+		keys[i] = rr.cols[c].Name
 	}
 	keyInt := make([]bool, len(rr.keyAt))
 	for i := range keyInt {
@@ -167,18 +335,18 @@ func checkReleases(src rowfile.Source, in string, meta releaseMeta, from string,
 		if _, err := rr.next(); err == io.EOF {
 			break
 		} else if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if rows != meta.Rows {
-		return nil, fmt.Errorf("%s has %d rows, its metadata (%s) %d", in, rows, from, meta.Rows)
+		return nil, nil, fmt.Errorf("%s has %d rows, its metadata (%s) %d", in, rows, from, meta.Rows)
 	}
-	return keyInt, nil
+	return keyInt, keys, nil
 }
 
 // createReleaseTable creates table with the release metadata in its comment, as ldp_privatize writes
 // it, and fills it from rr; a failed fill drops the table again.
-func createReleaseTable(ctx context.Context, s session, table string, rr *releaseReader, meta releaseMeta, desc sdk.Description) (int64, error) {
+func createReleaseTable(ctx context.Context, s session, table string, rr *multiReleaseReader, meta releaseMeta, desc sdk.Description) (int64, error) {
 	lambda := meta.Lambda
 	if meta.Label == "" {
 		lambda = 1

@@ -420,3 +420,106 @@ func TestReleaseFileExtensions(t *testing.T) {
 		t.Errorf("import-releases opened the database before checking --in: %v", err)
 	}
 }
+
+// Several release files (a Beam job's shards, data owners' uploads) import into one table: given by
+// --in more than once or by a glob, CSV and Parquet mixed, each checked against its own metadata and
+// all against the first's; ids from row numbers run on across files; anything inconsistent writes nothing.
+func TestImportReleasesSeveralFiles(t *testing.T) {
+	f := newReleaseFixture(t)
+	raw, err := os.ReadFile(f.csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(raw), "\n"), "\n")
+	header, body := lines[0], lines[1:]
+	part := func(name string, rows []string) string {
+		p := filepath.Join(f.dir, name)
+		if err := os.WriteFile(p, []byte(header+strings.Join(rows, "")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	in1, in2 := part("in1.csv", body[:100]), part("in2.csv", body[100:])
+	header = header[strings.Index(header, ",")+1:] // the same rows without their id column
+	var noID []string
+	for _, l := range body {
+		noID = append(noID, l[strings.Index(l, ",")+1:])
+	}
+	bare1, bare2 := part("bare1.csv", noID[:100]), part("bare2.csv", noID[100:])
+	shards := filepath.Join(f.dir, "shards")
+	if err := os.Mkdir(shards, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	release := func(in, out string, eps string, id bool) {
+		args := []string{"privatize", "--mechanism", f.mech, "--eps", eps, "--label", "y", "--k", "2", "--lambda", "0.5", "--in", in, "--out", out}
+		if id {
+			args = append(args, "--id", "id")
+		}
+		if out := mustCLI(t, args...); !strings.Contains(out, "released ") {
+			t.Fatalf("privatize: %s", out)
+		}
+	}
+	s1, s2 := filepath.Join(shards, "releases-00000.csv"), filepath.Join(shards, "releases-00001.parquet")
+	release(in1, s1, "20", true)
+	release(in2, s2, "20", true)
+
+	// A glob (which also matches the CSV file's .meta.json, not a release file) takes both.
+	if out := mustCLI(t, "import-releases", "--db", f.db, "--in", filepath.Join(shards, "releases-*"), "--table", "all_shards"); !strings.Contains(out, "imported 269 releases of mechanism \"pca4\" from 2 files into all_shards") {
+		t.Errorf("import of two shards: %s", out)
+	}
+	if out := mustCLI(t, "sql", "--db", f.db, "-e", "SELECT COUNT(*), MIN(id), MAX(id), COUNT(DISTINCT id) FROM all_shards"); !strings.Contains(out, "| 269      | 301     | 569     | 269                |") {
+		t.Errorf("the imported table: %s", out)
+	}
+	// It is a release table like one file's: a classifier trains on it.
+	mustCLI(t, "sql", "--db", f.db, "-e", `SELECT TRAIN_NOISY_CLASSIFIER('all_shards', '{"model": "clf_both", "seed": 1, "epochs": 5}')`)
+
+	// Without a key column the ids are row numbers, running on from the first file into the second.
+	n1, n2 := filepath.Join(f.dir, "noid-1.csv"), filepath.Join(f.dir, "noid-2.csv")
+	release(bare1, n1, "20", false)
+	release(bare2, n2, "20", false)
+	mustCLI(t, "import-releases", "--db", f.db, "--in", n1, "--in", n2, "--table", "numbered")
+	if out := mustCLI(t, "sql", "--db", f.db, "-e", "SELECT COUNT(*), MIN(id), MAX(id), COUNT(DISTINCT id) FROM numbered"); !strings.Contains(out, "| 269      | 1       | 269     | 269                |") {
+		t.Errorf("row-number ids over two files: %s", out)
+	}
+
+	// Refused, and nothing written: releases made at another ε; the same rows twice (their keys
+	// collide); a glob that matches nothing; --meta for several files.
+	other := filepath.Join(f.dir, "other-eps.csv")
+	release(in2, other, "10", true)
+	twice := filepath.Join(f.dir, "twice.parquet")
+	duck(t, "COPY (SELECT * FROM read_parquet(?)) TO "+duckString(twice)+" (FORMAT parquet, KV_METADATA {'ldpsql.releases': "+
+		duckString(parquetMeta(t, s2))+"})", s2)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--in", s1, "--in", other}, "has eps 10, " + s1 + ".meta.json 20: files imported into one table must be releases made the same way"},
+		{[]string{"--in", s2, "--in", twice}, "Duplicate entry '401' for key 'refused.PRIMARY' (errno 1062) (sqlstate 23000) (the table was dropped)"},
+		{[]string{"--in", filepath.Join(shards, "nothing-*.csv")}, "matches no file"},
+		{[]string{"--in", s1, "--in", n1, "--meta", s1 + ".meta.json"}, "--meta names one file's metadata, but --in gives 2 files"},
+		{[]string{"--in", s1, "--in", n1}, "files imported into one table must have the same"},
+	} {
+		args := append([]string{"import-releases", "--db", f.db, "--table", "refused"}, tc.args...)
+		if out := failCLI(t, args...); !strings.Contains(out, tc.want) {
+			t.Errorf("%v: %s\nwant %q", tc.args, out, tc.want)
+		}
+	}
+	if out := mustCLI(t, "sql", "--db", f.db, "-e", "SHOW TABLES"); strings.Contains(out, "refused") {
+		t.Errorf("a refused import left a table:\n%s", out)
+	}
+}
+
+// parquetMeta is the ldpsql.releases metadata of a Parquet release file.
+func parquetMeta(t *testing.T, path string) string {
+	t.Helper()
+	src, err := rowfile.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	raw, _, err := src.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
