@@ -115,8 +115,8 @@ have the same key columns; row-number ids run on from file to file.`,
 	if len(files) > 1 {
 		from = fmt.Sprintf(" from %d files", len(files))
 	}
-	fmt.Fprintf(stdout, "imported %d releases of mechanism %q%s into %s (ε_x %g%s)\n", n, meta.Mechanism, from, *table, meta.EpsX,
-		map[bool]string{true: fmt.Sprintf(", label by %d-RR at ε_y %g", meta.K, meta.EpsY), false: ""}[meta.Label != ""])
+	fmt.Fprintf(stdout, "imported %d releases of mechanism %q%s into %s (ε_x %.6g%s)\n", n, meta.Mechanism, from, *table, meta.EpsX,
+		map[bool]string{true: fmt.Sprintf(", label by %d-RR at ε_y %.6g", meta.K, meta.EpsY), false: ""}[meta.Label != ""])
 	return s.close()
 }
 
@@ -132,11 +132,12 @@ func expandReleaseFiles(ins []string) ([]string, error) {
 			if matches, err = filepath.Glob(in); err != nil {
 				return nil, fmt.Errorf("--in %q: %w", in, err)
 			}
+			// Only .csv and .parquet files: out/* also matches a CSV file's .meta.json and what a Beam job
+			// writes beside its releases (_SUMMARY.json, bad_rows.jsonl).
+			matches = slices.DeleteFunc(matches, func(m string) bool { _, err := rowfile.FormatOf(m); return err != nil })
 			if len(matches) == 0 {
-				return nil, fmt.Errorf("--in %q matches no file", in)
+				return nil, fmt.Errorf("--in %q matches no .csv or .parquet file", in)
 			}
-			// A CSV file's metadata beside it matches releases-*.csv* too; it is not a release file.
-			matches = slices.DeleteFunc(matches, func(m string) bool { return strings.HasSuffix(m, ".meta.json") })
 		}
 		for _, m := range matches {
 			if !seen[m] {
