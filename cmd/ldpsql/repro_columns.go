@@ -124,12 +124,12 @@ func experimentNames() []string {
 }
 
 // reproMechanisms are the columns --mechanisms accepts.
-var reproMechanisms = []string{"vlm", "pca", "laplace", "duchi", "privunit", "vlm_cdp5", "vlm_cdp1", "clm", "vlm_linear",
+var reproMechanisms = []string{"vlm", "pca", "laplace", "duchi", "privunit", "vlm_cdp5", "vlm_cdp1", "clm", "clm_tabular", "vlm_linear",
 	"vlm_duchi", "vlm_privunit", "pca_duchi", "pca_privunit", "vlm_eta75", "vlm_eta50", "vlm_eta25", "vlm_eta10", "bound", "vlm_feature",
 	"rr2_em", "rr2_lr", "rr16_em", "rr16_lr"}
 
 var mechTitles = map[string]string{"vlm": "VLM", "pca": "PCA", "laplace": "Laplace", "duchi": "Duchi", "privunit": "PrivUnit",
-	"vlm_cdp5": "VLM (ε_CDP = 5)", "vlm_cdp1": "VLM (ε_CDP = 1)", "clm": "CLM", "vlm_linear": "Linear VLM",
+	"vlm_cdp5": "VLM (ε_CDP = 5)", "vlm_cdp1": "VLM (ε_CDP = 1)", "clm": "CLM", "clm_tabular": "CLM (tabular views)", "vlm_linear": "Linear VLM",
 	"vlm_duchi": "VLM + Duchi", "vlm_privunit": "VLM + PrivUnit", "pca_duchi": "PCA + Duchi", "pca_privunit": "PCA + PrivUnit",
 	"vlm_eta75": "VLM η = .75", "vlm_eta50": "VLM η = .50", "vlm_eta25": "VLM η = .25", "vlm_eta10": "VLM η = .10",
 	"bound": "Upper bound", "vlm_feature": "VLM (feature)",
@@ -138,7 +138,7 @@ var mechTitles = map[string]string{"vlm": "VLM", "pca": "PCA", "laplace": "Lapla
 // reproColumn is what a column does: which encoder (trained or fitted on its D1), which randomiser
 // releases its D2, and which objective classifies the releases.
 type reproColumn struct {
-	encoder    string // "vlm", "vlm_linear", "vlm_cdp5", "vlm_cdp1", "clm", "pca", "box" (the raw pixels' box fitted on D1) or "unitbox" ([0, 1]^784)
+	encoder    string // "vlm", "vlm_linear", "vlm_cdp5", "vlm_cdp1", "clm", "clm_tabular", "pca", "box" (the raw pixels' box fitted on D1) or "unitbox" ([0, 1]^784)
 	randomiser string // "laplace", "duchi", "privunit" or "rrB"
 	// objective: "marginal" (Eq 4.11, Laplace latents only), "forward" (Eq 4.12), "em" (spread EM) or
 	// "naive" (logistic regression on the releases as if clean)
@@ -195,6 +195,12 @@ func columnNotes(mechs []string, epochs int) string {
 		fmt.Fprintf(&b, "CLM (thesis ch. 5): d = %d and l per thesis Table A.3 (the VLM's latent), ε_pre-training per thesis Table B.1 (clean inference) and %g where it has none (ε ≥ 8), "+
 			"an MLP encoder on image views (padded crop, flip, brightness/contrast), NT-Xent τ = 0.5, %d epochs (the VLM's), with the Laplace "+
 			"randomiser, classified like the VLM.\n\n", reproCLMD, reproCLMWeakNoise, epochs)
+	}
+	if slices.Contains(mechs, "clm_tabular") {
+		fmt.Fprintf(&b, "CLM (tabular views): the CLM (d = %d, l per thesis Table A.3, ε_pre-training per thesis Table B.1 and %g where it has none, "+
+			"an MLP encoder, NT-Xent τ = 0.5, %d epochs, the Laplace randomiser, classified like the VLM) trained on the views it makes of "+
+			"tabular rows: each pixel replaced with probability 0.3 by the same pixel of another image, then Gaussian noise of 0.1 of the "+
+			"pixel's standard deviation (no crop, flip or brightness/contrast).\n\n", reproCLMD, reproCLMWeakNoise, epochs)
 	}
 	if slices.Contains(mechs, "privunit") {
 		b.WriteString("PrivUnit: PrivUnit₂ with ScalarDP (Bhowmick et al. 2019) on the raw pixels' box, classified with the forward-corrected objective.\n\n")

@@ -291,3 +291,18 @@ func TestReproWallTimeFromResults(t *testing.T) {
 		t.Errorf("results.json of 5400 s: %v", got)
 	}
 }
+
+// The CLM column with tabular views trains the same CLM with the views the CLM makes of tabular rows,
+// and results.md says so.
+func TestReproCLMTabularColumn(t *testing.T) {
+	exp, _ := experimentNamed("data-collection")
+	if got, want := columnOf("clm_tabular", exp), (reproColumn{encoder: "clm_tabular", randomiser: "laplace", objective: "marginal"}); got != want {
+		t.Errorf("columnOf(clm_tabular) = %+v, want %+v", got, want)
+	}
+	if !slices.Contains(reproMechanisms, "clm_tabular") || mechTitles["clm_tabular"] == "" {
+		t.Error("clm_tabular is not a column --mechanisms accepts, with a title")
+	}
+	if notes := columnNotes([]string{"clm_tabular"}, 12); !strings.Contains(notes, "trained on the views it makes of tabular rows") {
+		t.Errorf("results.md's notes on clm_tabular: %q", notes)
+	}
+}

@@ -215,7 +215,7 @@ func (t *reproTrial) encoderFor(c reproColumn, eps float64, d1 string) (string, 
 		}
 		params := fmt.Sprintf(`{"d":8,"l":%g,"eps_pretrain":%g,"epochs":%d,"seed":%d,"cdp":{"epsilon":%g}}`, set.l, epsPre, epochs, seed, cdpEpsilon[c.encoder])
 		err = t.r.job("train VLM (CDP) "+tag, fmt.Sprintf("CALL ldp_train_mechanism('%s', 'vlm', '%s', 'features', '%s')", tag, d1, params))
-	case "clm":
+	case "clm", "clm_tabular":
 		// The VLM's latent (d 8, Table A.3's l) with a contrastive learner, trained as many epochs
 		// as the VLM, so the column compares learners and not latent sizes (see reproCLMD), with
 		// Table B.1's training noise for clean inference, weak noise where it has none (see
@@ -226,8 +226,12 @@ func (t *reproTrial) encoderFor(c reproColumn, eps float64, d1 string) (string, 
 				epsPre = reproCLMWeakNoise
 			}
 		}
-		params := fmt.Sprintf(`{"d":%d,"l":%g,"eps_pretrain":%g,"image_shape":[28,28],"epochs":%d,"seed":%d}`,
-			reproCLMD, set.l, epsPre, epochs, seed)
+		views := `"image_shape":[28,28]`
+		if c.encoder == "clm_tabular" {
+			views = `"augment":"tabular"`
+		}
+		params := fmt.Sprintf(`{"d":%d,"l":%g,"eps_pretrain":%g,%s,"epochs":%d,"seed":%d}`,
+			reproCLMD, set.l, epsPre, views, epochs, seed)
 		err = t.r.job("train CLM "+tag, fmt.Sprintf("CALL ldp_train_mechanism('%s', 'clm', '%s', 'features', '%s')", tag, d1, params))
 	case "pca":
 		_, err = t.r.query(fmt.Sprintf(`CALL ldp_fit_mechanism('%s', 'pca', '%s', 'features', '{"d":8,"l":%g}')`, tag, d1, set.l))
