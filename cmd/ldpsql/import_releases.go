@@ -62,45 +62,52 @@ have the same key columns; row-number ids run on from file to file.`,
 	if *metaPath != "" && len(paths) > 1 {
 		return fmt.Errorf("--meta names one file's metadata, but --in gives %d files: each CSV file's metadata must be beside it, as FILE.meta.json", len(paths))
 	}
-	files := make([]releaseFile, len(paths))
-	for i, path := range paths {
-		if files[i], err = openReleaseFile(path, *metaPath); err != nil {
-			return err
-		}
-		defer files[i].src.Close()
-		if err := sameRelease(files[0], files[i]); err != nil {
+	for _, path := range paths { // names first: a wrong one opens nothing
+		if err := checkReleaseName(path, *metaPath); err != nil {
 			return err
 		}
 	}
-	meta := files[0].meta
+	first, err := openReleaseFile(paths[0], *metaPath)
+	if err != nil {
+		return err
+	}
+	defer first.src.Close()
+	meta := first.meta
 	ctx := context.Background()
 	s, err := tgt.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	desc, err := releasingMechanism(ctx, s, meta, files[0].from)
+	desc, err := releasingMechanism(ctx, s, meta, first.from)
 	if err != nil {
 		return err
 	}
 	// Every row of every file is checked before the table is made, so that bad input writes nothing;
-	// then the files are read again into the table, so that memory does not grow with them.
+	// then the files are read again into the table, so that memory does not grow with them. One file
+	// is open at a time (a Parquet file holds a DuckDB instance while it is).
+	files := make([]releaseFile, len(paths))
 	var keyInt []bool
-	for i, f := range files {
-		fileKeyInt, keys, err := checkReleases(f.src, f.path, f.meta, f.from, desc.OutputDim)
+	for i, path := range paths {
+		f := first
+		if i > 0 {
+			if f, err = openReleaseFile(path, *metaPath); err != nil {
+				return err
+			}
+		}
+		fileKeyInt, err := checkReleaseFile(first, &f, desc.OutputDim)
 		if err != nil {
 			return err
 		}
 		if i == 0 {
-			keyInt, files[0].keys = fileKeyInt, keys
-			continue
-		}
-		if !slices.Equal(keys, files[0].keys) {
-			return fmt.Errorf("%s has the key columns %v, %s %v: files imported into one table must have the same", f.path, keys, files[0].path, files[0].keys)
+			first.keys, keyInt = f.keys, fileKeyInt
+		} else if !slices.Equal(f.keys, first.keys) {
+			return fmt.Errorf("%s has the key columns %v, %s %v: files imported into one table must have the same", f.path, f.keys, first.path, first.keys)
 		}
 		for j := range keyInt {
 			keyInt[j] = keyInt[j] && fileKeyInt[j]
 		}
+		files[i] = f
 	}
 	rr, err := newMultiReleaseReader(files, desc.OutputDim, keyInt)
 	if err != nil {
@@ -152,29 +159,49 @@ func expandReleaseFiles(ins []string) ([]string, error) {
 // releaseFile is one release file to import, with its metadata and where that was read.
 type releaseFile struct {
 	path, from string
-	src        rowfile.Source
+	src        rowfile.Source // open from openReleaseFile until checkReleaseFile
 	meta       releaseMeta
 	keys       []string // its key columns' names, once checked
+}
+
+// checkReleaseName checks a release file's name before anything is opened: a .csv or .parquet file,
+// and --meta only for a CSV file.
+func checkReleaseName(path, metaPath string) error {
+	format, err := rowfile.FormatOf(path)
+	if err != nil {
+		return fmt.Errorf("--in: %w", err)
+	}
+	if metaPath != "" && format == rowfile.Parquet {
+		return fmt.Errorf("--meta: %s carries its metadata inside (%s); --meta is for a CSV file's", path, rowfile.MetadataAt(path))
+	}
+	return nil
 }
 
 // openReleaseFile opens path and reads its metadata (from metaPath when given).
 func openReleaseFile(path, metaPath string) (releaseFile, error) {
 	f := releaseFile{path: path}
-	format, err := rowfile.FormatOf(path)
+	src, err := rowfile.Open(path)
 	if err != nil {
-		return f, fmt.Errorf("--in: %w", err)
-	}
-	if metaPath != "" && format == rowfile.Parquet {
-		return f, fmt.Errorf("--meta: %s carries its metadata inside (%s); --meta is for a CSV file's", path, rowfile.MetadataAt(path))
-	}
-	if f.src, err = rowfile.Open(path); err != nil {
 		return f, err
 	}
-	if f.meta, f.from, err = readReleaseMeta(f.src, metaPath); err != nil {
-		f.src.Close()
+	if f.meta, f.from, err = readReleaseMeta(src, metaPath); err != nil {
+		src.Close()
 		return f, err
 	}
+	f.src = src
 	return f, nil
+}
+
+// checkReleaseFile checks that f was released as first was, then every row of it, and closes it. It
+// sets f.keys and returns which of its key columns hold integers only.
+func checkReleaseFile(first releaseFile, f *releaseFile, dim int) ([]bool, error) {
+	defer f.src.Close()
+	if err := sameRelease(first, *f); err != nil {
+		return nil, err
+	}
+	keyInt, keys, err := checkReleases(f.src, f.path, f.meta, f.from, dim)
+	f.keys = keys
+	return keyInt, err
 }
 
 // sameRelease checks that b's releases were made as a's were (mechanism and its model, randomiser, ε
