@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -322,6 +323,68 @@ func TestReproQuickCLM(t *testing.T) {
 	}
 	if acc, _ := strconv.ParseFloat(m[1], 64); acc < 37 {
 		t.Errorf("CLM at ε 10 (quick): %v %% test accuracy, want at least 37 (trained: 46.9 ± 1.4; untrained: 22.2 ± 2.5; chance: 10)\n%s", acc, log)
+	}
+}
+
+// TestReproResumeAddsColumn adds a column to a finished run with --resume: the second run computes only
+// the new column's cells, on the same splits, and the table holds both, the first column's value as
+// the first run wrote it.
+func TestReproResumeAddsColumn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	out := t.TempDir()
+	run := func(mechs string, resume bool) string {
+		t.Helper()
+		args := []string{"repro", "data-collection", "--dataset", "fashion-mnist", "--quick", "--eps", "10", "--mechanisms", mechs, "--out", out}
+		if resume {
+			args = append(args, "--resume")
+		}
+		cmd := exec.Command(ldpsqlBin, args...)
+		cmd.Dir = ".."
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("ldpsql %s: %v\n%s", strings.Join(args, " "), err, b)
+		}
+		return string(b)
+	}
+	cells := func() map[string][]float64 {
+		t.Helper()
+		raw, err := os.ReadFile(filepath.Join(out, "results.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			Results []struct {
+				Mechanism, Eps string
+				Accuracy       []float64
+			}
+		}
+		if err := json.Unmarshal(raw, &res); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][]float64{}
+		for _, c := range res.Results {
+			got[c.Mechanism+"@"+c.Eps] = c.Accuracy
+		}
+		return got
+	}
+	run("pca", false)
+	first := cells()
+	if len(first["pca@10"]) != 1 {
+		t.Fatalf("the first run's cells: %v", first)
+	}
+	log := run("pca,laplace", true)
+	if !strings.Contains(log, "pca 1, laplace 0 of 1") || !strings.Contains(log, "laplace at ε = 10") || strings.Contains(log, "pca at ε = 10") {
+		t.Errorf("the resumed run did not run only the new column:\n%s", log)
+	}
+	second := cells()
+	if !slices.Equal(second["pca@10"], first["pca@10"]) || len(second["laplace@10"]) != 1 {
+		t.Errorf("after adding laplace: %v (pca was %v)", second, first["pca@10"])
+	}
+	md, err := os.ReadFile(filepath.Join(out, "results.md"))
+	if err != nil || !strings.Contains(string(md), "| ε | PCA | Laplace |") || strings.Contains(string(md), "Partial") {
+		t.Errorf("results.md (%v):\n%s", err, md)
 	}
 }
 

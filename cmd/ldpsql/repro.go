@@ -126,7 +126,7 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	clfEpochs := fs.Int("classifier-epochs", 60, "maximum classifier epochs (early stopping on the validation split)")
 	quick := fs.Bool("quick", false, "a reduced run for tests: 3,000/1,500/1,000 images, ε ∈ {2, 10, ∞}, few epochs (barber: 500/500 images, ε ∈ {16, 64, ∞}, 50 EM iterations)")
 	seed := fs.Uint64("seed", 1, "seed of the first trial")
-	resume := fs.Bool("resume", false, "keep what the stopped run in --out finished (same sizes and epochs, every asked mechanism and ε present): its trials, and the ε of the trial it stopped in at which every column finished; run only the rest, with the seeds they would have had; when all are finished, only write results.md, results.json and accuracy.png again")
+	resume := fs.Bool("resume", false, "keep every value the run in --out holds (same sizes and epochs) and run only the cells that lack a trial, with the seeds they would have had: the rest of a stopped run, or the columns and ε added to a finished one with --mechanisms and --eps (on the same splits); when none lacks one, only write results.md, results.json and accuracy.png again")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -217,10 +217,12 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 }
 
 // resumeRepro reads the results.json of a stopped run in cfg.out, checks that it ran the protocol cfg
-// asks for, and returns its finished trials, setting cfg.first and cfg.prevWall. Of a trial that
-// stopped part way it keeps the ε at which every column finished (the run wrote its results after
-// each); the rest of that trial reruns with its seed, the first trial included. A run that holds
-// every trial asked for gets cfg.first = cfg.trials, and runRepro then only writes its tables again.
+// asks for, and returns every value it holds, setting cfg.first (the fewest trials any cell holds) and
+// cfg.prevWall. The run resumes cell by cell: trial t then runs each column at each ε that lacks its
+// t-th value, with trial t's seed, so a run that stopped part way through a trial finishes it, and a
+// finished run given more columns or ε (--mechanisms, --eps) fills in only those, on the same splits.
+// Asking for fewer columns or ε than the file holds is refused: their values would be lost. A run that
+// holds every trial asked for gets cfg.first = cfg.trials, and runRepro then only writes its tables again.
 func resumeRepro(cfg *reproConfig) (reproResults, error) {
 	path := filepath.Join(cfg.out, "results.json")
 	raw, err := os.ReadFile(path)
@@ -257,17 +259,23 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 			path, prev.D1, prev.D2, prev.Test, prev.Lambda, prev.VLMEpochs, prev.ClassifierEpochs, prev.Quick,
 			cfg.nAux, cfg.nPriv, cfg.nTest, cfg.lambda, cfg.vlmEpochs, cfg.clfEpochs, cfg.quick)
 	}
-	// A file that records its grid may hold a first trial that stopped part way (a cell with no value
-	// yet is one not run); of an older one, a cell with no value could as well be an ε or a column that
-	// run never had, so each must hold a value.
 	grid := make([]string, len(cfg.eps))
 	for i, eps := range cfg.eps {
 		grid[i] = epsName(eps)
 	}
+	// A file that records its grid may lack values of any cell (a column or ε added, a trial that
+	// stopped part way); of an older one, a cell with no value could as well be an ε or a column that
+	// run never had, so each must hold a value.
 	recorded := prev.EpsGrid != nil
-	if recorded && (!slices.Equal(prev.EpsGrid, grid) || !slices.Equal(prev.Mechanisms, cfg.mechs)) {
-		return nil, fmt.Errorf("%s ran ε %s with %s; this run asks for ε %s with %s",
-			path, strings.Join(prev.EpsGrid, ","), strings.Join(prev.Mechanisms, ","), strings.Join(grid, ","), strings.Join(cfg.mechs, ","))
+	if recorded {
+		if lost := notIn(prev.Mechanisms, cfg.mechs); len(lost) > 0 {
+			return nil, fmt.Errorf("%s ran ε %s with %s; this run asks for ε %s with %s, which would drop column(s) %s (a resumed run keeps every column: add them to --mechanisms)",
+				path, strings.Join(prev.EpsGrid, ","), strings.Join(prev.Mechanisms, ","), strings.Join(grid, ","), strings.Join(cfg.mechs, ","), strings.Join(lost, ","))
+		}
+		if lost := notIn(prev.EpsGrid, grid); len(lost) > 0 {
+			return nil, fmt.Errorf("%s ran ε %s with %s; this run asks for ε %s with %s, which would drop ε %s (a resumed run keeps every ε: add them to --eps)",
+				path, strings.Join(prev.EpsGrid, ","), strings.Join(prev.Mechanisms, ","), strings.Join(grid, ","), strings.Join(cfg.mechs, ","), strings.Join(lost, ","))
+		}
 	}
 	got := reproResults{}
 	for _, c := range prev.Results {
@@ -276,7 +284,7 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 		}
 		got[c.Mechanism][c.Eps] = c.Accuracy
 	}
-	done := math.MaxInt
+	fewest, most := math.MaxInt, 0
 	res := reproResults{}
 	for _, m := range cfg.mechs {
 		res[m] = map[string][]float64{}
@@ -286,24 +294,26 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 				return nil, fmt.Errorf("%s has no finished trial of %s at ε %s (written before runs recorded their ε and columns, so it cannot say whether its first trial stopped there)",
 					path, m, epsLabel(eps))
 			}
-			done = min(done, len(xs))
+			fewest, most = min(fewest, len(xs)), max(most, len(xs))
 			res[m][epsName(eps)] = xs
 		}
 	}
-	for _, eps := range cfg.eps {
-		keep := done
-		if done < cfg.trials && !slices.ContainsFunc(cfg.mechs, func(m string) bool { return len(res[m][epsName(eps)]) <= done }) {
-			keep = done + 1 // trial done+1 finished this ε
-		}
-		for _, m := range cfg.mechs {
-			res[m][epsName(eps)] = res[m][epsName(eps)][:keep]
-		}
+	if most > cfg.trials {
+		return nil, fmt.Errorf("%s already holds %d trial(s), more than --trials %d asks for", path, most, cfg.trials)
 	}
-	if done > cfg.trials {
-		return nil, fmt.Errorf("%s already holds %d trial(s), more than --trials %d asks for", path, done, cfg.trials)
-	}
-	cfg.first, cfg.prevWall = done, time.Duration(prev.WallS*float64(time.Second))
+	cfg.first, cfg.prevWall = fewest, time.Duration(prev.WallS*float64(time.Second))
 	return res, nil
+}
+
+// notIn returns the members of have that want lacks, in have's order.
+func notIn(have, want []string) []string {
+	var lost []string
+	for _, x := range have {
+		if !slices.Contains(want, x) {
+			lost = append(lost, x)
+		}
+	}
+	return lost
 }
 
 // writeReproResults writes results.md, results.json and accuracy.png to cfg.out and returns the markdown.
@@ -474,8 +484,8 @@ func runRepro(cfg reproConfig, prev reproResults, log io.Writer, epsDone func(re
 		}
 	}
 	if prev != nil {
-		r.logf("resuming: %d trial(s) kept from %s, running trials %d–%d (seeds %d–%d)", cfg.first, filepath.Join(cfg.out, "results.json"),
-			cfg.first+1, cfg.trials, cfg.seed+uint64(cfg.first), cfg.seed+uint64(cfg.trials-1))
+		r.logf("resuming from %s: trials %d–%d (seeds %d–%d) run each cell that lacks them (%s)", filepath.Join(cfg.out, "results.json"),
+			cfg.first+1, cfg.trials, cfg.seed+uint64(cfg.first), cfg.seed+uint64(cfg.trials-1), resumeCounts(cfg, prev))
 	}
 	checkpoint := func() error { return epsDone(res, time.Since(start)) }
 	for t := cfg.first; t < cfg.trials; t++ {
@@ -484,6 +494,23 @@ func runRepro(cfg reproConfig, prev reproResults, log io.Writer, epsDone func(re
 		}
 	}
 	return res, time.Since(start), e.Close()
+}
+
+// resumeCounts says how many trials each column of a resumed run holds: "vlm 3, clm 0–1 of 3".
+func resumeCounts(cfg reproConfig, res reproResults) string {
+	parts := make([]string, len(cfg.mechs))
+	for i, m := range cfg.mechs {
+		fewest, most := math.MaxInt, 0
+		for _, eps := range cfg.eps {
+			n := len(res[m][epsName(eps)])
+			fewest, most = min(fewest, n), max(most, n)
+		}
+		parts[i] = fmt.Sprintf("%s %d", m, fewest)
+		if most > fewest {
+			parts[i] = fmt.Sprintf("%s %d–%d", m, fewest, most)
+		}
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf(" of %d", cfg.trials)
 }
 
 // unitBox fits the identity mechanism called name on the box [0, 1]^784 (the pixels' public range: a table
@@ -644,7 +671,7 @@ func columnsProtocol(cfg reproConfig) string {
 func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string {
 	var b strings.Builder
 	// Trials started: the most values any cell holds; finished: the fewest (a run writes its results
-	// after every ε of a trial).
+	// after every ε of a trial; a resumed one may have added columns or ε).
 	done, finished := 0, math.MaxInt
 	for _, m := range cfg.mechs {
 		for _, eps := range cfg.eps {
@@ -656,9 +683,9 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 	if finished < cfg.trials {
 		partWay := ""
 		if done > finished {
-			partWay = fmt.Sprintf(", trial %d at some ε (the cells with %d values)", done, done)
+			partWay = fmt.Sprintf(", %d in some cells (those with %d values)", done, done)
 		}
-		note = fmt.Sprintf("Partial results: %d of %d trials finished%s. %s", finished, cfg.trials, partWay, note)
+		note = fmt.Sprintf("Partial results: %d of %d trials finished in every cell%s. %s", finished, cfg.trials, partWay, note)
 	}
 	fmt.Fprintf(&b, "# %s\n\n", cfg.exp.title)
 	if cfg.exp.name != "data-collection" {

@@ -102,7 +102,7 @@ func TestReproResumeOfFinishedRunRewritesTables(t *testing.T) {
 func TestReproTableSaysWhenPartial(t *testing.T) {
 	cfg := reproConfig{exp: &reproExperiments[0], trials: 3, eps: []float64{2}, mechs: []string{"vlm"}, nAux: 1, nPriv: 1, nTest: 1, lambda: 0.7}
 	md := reproMarkdown(cfg, reproResults{"vlm": {"2": {0.5, 0.7}}}, time.Second)
-	if !strings.Contains(md, "Partial results: 2 of 3 trials finished") || !strings.Contains(md, "| 60.0 ± 14.1 (2) |") {
+	if !strings.Contains(md, "Partial results: 2 of 3 trials finished in every cell") || !strings.Contains(md, "| 60.0 ± 14.1 (2) |") {
 		t.Errorf("two of three trials:\n%s", md)
 	}
 	full := reproMarkdown(cfg, reproResults{"vlm": {"2": {0.5, 0.7, 0.6}}}, time.Second)
@@ -111,20 +111,20 @@ func TestReproTableSaysWhenPartial(t *testing.T) {
 	}
 }
 
-// --resume keeps the finished trials of a stopped run and, of the trial that stopped part way, the ε
-// at which every column finished; it drops that trial's other cells, starts at its seed, and refuses
-// a results.json of another protocol.
+// --resume keeps every value of a stopped run, the cells of the trial it stopped in included, starts at
+// the first trial some cell lacks, with that trial's seed; it takes more ε or columns than the file
+// holds (their cells then lack every trial), refuses fewer, and refuses a results.json of another protocol.
 func TestReproResumeKeepsFinishedTrials(t *testing.T) {
 	dir := t.TempDir()
 	cfg := reproConfig{exp: &reproExperiments[0], out: dir, trials: 3, eps: []float64{2, 4, 6}, mechs: []string{"vlm", "pca"}, nAux: 10, nPriv: 5, nTest: 3,
 		lambda: 0.7, vlmEpochs: 20, clfEpochs: 60, seed: 7}
-	// Trial 1 finished; trial 2 finished ε 2 and stopped after vlm at ε 4.
+	// Trial 1 finished; trial 2 finished ε 2 and 4 of vlm and ε 2 of pca.
 	stopped := reproResults{"vlm": {"2": {0.5, 0.9}, "4": {0.6, 0.65}, "6": {0.7}}, "pca": {"2": {0.4, 0.3}, "4": {0.45}, "6": {0.5}}}
 	if _, err := writeReproResults(cfg, stopped, 90*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	md, _ := os.ReadFile(filepath.Join(dir, "results.md"))
-	if !strings.Contains(string(md), "Partial results: 1 of 3 trials finished, trial 2 at some ε (the cells with 2 values)") {
+	if !strings.Contains(string(md), "Partial results: 1 of 3 trials finished in every cell, 2 in some cells (those with 2 values)") {
 		t.Errorf("results.md of the stopped run:\n%s", md)
 	}
 	again := cfg
@@ -135,38 +135,62 @@ func TestReproResumeKeepsFinishedTrials(t *testing.T) {
 	if again.first != 1 || again.prevWall != 90*time.Minute || again.seed != 7 {
 		t.Errorf("first %d, prevWall %v, seed %d; want 1, 1h30m, 7", again.first, again.prevWall, again.seed)
 	}
-	want := reproResults{"vlm": {"2": {0.5, 0.9}, "4": {0.6}, "6": {0.7}}, "pca": {"2": {0.4, 0.3}, "4": {0.45}, "6": {0.5}}}
-	for m, byEps := range want {
+	for m, byEps := range stopped {
 		for e, xs := range byEps {
 			if !slices.Equal(got[m][e], xs) {
 				t.Errorf("%s at ε %s kept %v, want %v", m, e, got[m][e], xs)
 			}
 		}
 	}
+	if counts := resumeCounts(again, got); counts != "vlm 1–2, pca 1–2 of 3" {
+		t.Errorf("resumeCounts = %q", counts)
+	}
 	other := cfg
 	other.vlmEpochs = 12
 	if _, err := resumeRepro(&other); err == nil || !strings.Contains(err.Error(), "20 VLM") {
 		t.Errorf("a run of other epochs resumed: %v", err)
 	}
+	// An ε and a column added: their cells lack every trial, so the run starts again at trial 1 (for them).
 	more := cfg
-	more.eps = []float64{2, 4, 6, 8}
-	if _, err := resumeRepro(&more); err == nil || !strings.Contains(err.Error(), "ran ε 2,4,6 with vlm,pca; this run asks for ε 2,4,6,8 with vlm,pca") {
-		t.Errorf("a run missing ε 8 resumed: %v", err)
+	more.eps, more.mechs = []float64{2, 4, 6, 8}, []string{"vlm", "clm_tabular", "pca"}
+	got, err = resumeRepro(&more)
+	if err != nil || more.first != 0 {
+		t.Fatalf("a run given ε 8 and clm_tabular: first %d, %v; want 0, nil", more.first, err)
+	}
+	if !slices.Equal(got["vlm"]["4"], []float64{0.6, 0.65}) || len(got["vlm"]["8"]) != 0 || len(got["clm_tabular"]["2"]) != 0 {
+		t.Errorf("a run given ε 8 and clm_tabular kept %v", got)
+	}
+	if counts := resumeCounts(more, got); counts != "vlm 0–2, clm_tabular 0, pca 0–2 of 3" {
+		t.Errorf("resumeCounts = %q", counts)
 	}
 	fewer := cfg
 	fewer.mechs = []string{"vlm"}
-	if _, err := resumeRepro(&fewer); err == nil || !strings.Contains(err.Error(), "with vlm,pca; this run asks for ε 2,4,6 with vlm") {
-		t.Errorf("a run of other columns resumed: %v", err)
+	if _, err := resumeRepro(&fewer); err == nil || !strings.Contains(err.Error(), "with vlm,pca; this run asks for ε 2,4,6 with vlm, which would drop column(s) pca") {
+		t.Errorf("a run that drops a column resumed: %v", err)
+	}
+	narrower := cfg
+	narrower.eps = []float64{2, 6}
+	if _, err := resumeRepro(&narrower); err == nil || !strings.Contains(err.Error(), "which would drop ε 4") {
+		t.Errorf("a run that drops an ε resumed: %v", err)
 	}
 	done := cfg
 	done.trials = 1
-	if _, err := resumeRepro(&done); err != nil || done.first != 1 {
-		t.Errorf("a run holding every trial asked for: first %d, %v; want 1 (nothing left to run)", done.first, err)
+	if _, err := resumeRepro(&done); err == nil || !strings.Contains(err.Error(), "already holds 2 trial(s), more than --trials 1") {
+		t.Errorf("a run holding more trials than asked for: %v", err)
+	}
+	stopped["pca"]["4"], stopped["pca"]["6"], stopped["vlm"]["6"] = []float64{0.45, 0.5}, []float64{0.5, 0.55}, []float64{0.7, 0.75}
+	if _, err := writeReproResults(cfg, stopped, 90*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	two := cfg
+	two.trials = 2
+	if _, err := resumeRepro(&two); err != nil || two.first != 2 {
+		t.Errorf("a run holding every trial asked for: first %d, %v; want 2 (nothing left to run)", two.first, err)
 	}
 }
 
-// A run that stopped in its first trial resumes too: it keeps the ε that every column finished and
-// runs the rest of trial 1 (cfg.first 0). A results.json written before runs recorded their grid
+// A run that stopped in its first trial resumes too: it keeps every cell it finished and runs the rest
+// of trial 1 (cfg.first 0). A results.json written before runs recorded their grid
 // cannot tell an ε it stopped before from one it never had, and is refused as before.
 func TestReproResumeOfFirstTrial(t *testing.T) {
 	dir := t.TempDir()
@@ -184,7 +208,7 @@ func TestReproResumeOfFirstTrial(t *testing.T) {
 	if again.first != 0 || again.prevWall != 20*time.Minute {
 		t.Errorf("first %d, prevWall %v; want 0, 20m", again.first, again.prevWall)
 	}
-	want := reproResults{"vlm": {"2": {0.5}, "4": {}, "6": {}}, "pca": {"2": {0.4}, "4": {}, "6": {}}}
+	want := reproResults{"vlm": {"2": {0.5}, "4": {0.6}, "6": {}}, "pca": {"2": {0.4}, "4": {}, "6": {}}}
 	for m, byEps := range want {
 		for e, xs := range byEps {
 			if !slices.Equal(got[m][e], xs) {

@@ -51,6 +51,9 @@ func (r *reproRun) trial(index int, seed uint64, train *datasets.Images, res rep
 			continue
 		}
 		for _, mech := range t.cfg.mechs {
+			if len(res[mech][epsName(eps)]) > index {
+				continue // kept from the stopped run
+			}
 			if err := t.cell(mech, eps); err != nil {
 				return err
 			}
