@@ -18,6 +18,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	ldpbeam "github.com/ldpsql/ldpsql/beam"
+	"github.com/ldpsql/ldpsql/client"
 	"github.com/ldpsql/ldpsql/mechanisms"
 )
 
@@ -56,6 +57,22 @@ worker copies an object it reads to a local temporary file, reads it whole, and 
 Flags:
 `
 
+// examples closes the usage text.
+const examples = `
+Examples:
+  ldpsql etl privatize --mechanism vlm_cdp.ldpm --in 'data/part-*.parquet' --id id --label y --k 10 --eps 4 --lambda 0.7 --out out/
+  ldpsql etl privatize --mechanism my_pca.ldpm --in 'rows-*.csv' --features f1,f2,f3 --eps 8 --out out/ --format csv
+  ldpsql etl privatize --mechanism my_pca.ldpm --in '/shared/data/part-*.parquet' --label y --eps 4 --out /shared/out \
+      --runner flink --endpoint flink-jobserver:8099 --environment-type DOCKER
+  ldpsql etl privatize --mechanism s3://models/pca4.ldpm --in 's3://lake/rows/part-*.parquet' --label y --k 2 --eps 4 \
+      --out s3://exports/rows-eps4/
+  ldpsql etl --project my-project --region europe-west1 --staging_location gs://my-bucket/beam privatize \
+      --mechanism gs://models/pca4.ldpm --in 'gs://lake/rows/part-*.parquet' --label y --k 2 --eps 4 \
+      --out gs://exports/rows-eps4/ --runner dataflow
+  ldpsql etl privatize --mechanism pca4.ldpm --from-db 'dba:pw@tcp(db:3306)/ldpsql' --table people --features f --label y --k 2 \
+      --eps 4 --to-db 'dba:pw@tcp(db:3306)/ldpsql' --into people_released
+`
+
 func main() {
 	// Beam's own flags first: a remote runner starts this binary as its workers with them.
 	flag.Parse()
@@ -74,25 +91,50 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return errors.New("the one command is privatize")
 	}
+	job, verbose, err := parseJob(args[1:], stderr)
+	if err != nil {
+		return err
+	}
+	if !verbose {
+		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}
+	if job.ID == "" {
+		job.ID = ldpbeam.NewJobID()
+	}
+	fmt.Fprintf(stderr, "job %s (if it is killed, rerun it with --job-id %s)\n", job.ID, job.ID)
+	rel, err := job.Spec.Releaser()
+	if err != nil {
+		return err
+	}
+	if c := rel.Caveat(); c != "" {
+		fmt.Fprintf(stderr, "warning: mechanism %q: %s\n", rel.M.File.Name, c)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	done := make(chan struct{})
+	if job.Runner == "prism" {
+		go reportProgress(stderr, start, job.From != nil, done)
+	}
+	sum, err := ldpbeam.Run(ctx, job)
+	close(done)
+	if err != nil {
+		return err
+	}
+	printSummary(stdout, job, rel, sum, time.Since(start))
+	return nil
+}
+
+// parseJob reads privatize's flags into a job (with no ID unless --job-id gives one) and --verbose,
+// and loads the mechanism file.
+func parseJob(args []string, stderr io.Writer) (ldpbeam.Job, bool, error) {
 	fs := flag.NewFlagSet("ldpsql etl privatize", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
-		fmt.Fprint(stderr, `
-Examples:
-  ldpsql etl privatize --mechanism vlm_cdp.ldpm --in 'data/part-*.parquet' --id id --label y --k 10 --eps 4 --lambda 0.7 --out out/
-  ldpsql etl privatize --mechanism my_pca.ldpm --in 'rows-*.csv' --features f1,f2,f3 --eps 8 --out out/ --format csv
-  ldpsql etl privatize --mechanism my_pca.ldpm --in '/shared/data/part-*.parquet' --label y --eps 4 --out /shared/out \
-      --runner flink --endpoint flink-jobserver:8099 --environment-type DOCKER
-  ldpsql etl privatize --mechanism s3://models/pca4.ldpm --in 's3://lake/rows/part-*.parquet' --label y --k 2 --eps 4 \
-      --out s3://exports/rows-eps4/
-  ldpsql etl --project my-project --region europe-west1 --staging_location gs://my-bucket/beam privatize \
-      --mechanism gs://models/pca4.ldpm --in 'gs://lake/rows/part-*.parquet' --label y --k 2 --eps 4 \
-      --out gs://exports/rows-eps4/ --runner dataflow
-  ldpsql etl privatize --mechanism pca4.ldpm --from-db 'dba:pw@tcp(db:3306)/ldpsql' --table people --features f --label y --k 2 \
-      --eps 4 --to-db 'dba:pw@tcp(db:3306)/ldpsql' --into people_released
-`)
+		fmt.Fprint(stderr, examples)
 	}
 	mechPath := fs.String("mechanism", "", "mechanism file (.ldpm, from ldpsql mechanisms export), a path or an s3:// or gs:// URL")
 	in := fs.String("in", "", "input files, a glob (quote it): .csv with a header or .parquet, local or s3://bucket/… or gs://bucket/…")
@@ -117,31 +159,28 @@ Examples:
 	into := fs.String("into", "", "with --to-db: the table to create (db.table, or a table of the DSN's database)")
 	jobID := fs.String("job-id", "", "the job's id (default: a new one); rerun a killed job with its id")
 	verbose := fs.Bool("verbose", false, "show the runner's log")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	if err := fs.Parse(args); err != nil {
+		return ldpbeam.Job{}, false, err
 	}
 	switch {
 	case *mechPath == "" || !(*eps > 0) || (*in == "") == (*fromDB == "") || *out == "" && *toDB == "":
 		fs.Usage()
-		return errors.New("--mechanism, --eps, --in or --from-db, and --out or --to-db are required")
+		return ldpbeam.Job{}, false, errors.New("--mechanism, --eps, --in or --from-db, and --out or --to-db are required")
 	case *fromDB != "" && (*table == "" || *features == ""):
-		return errors.New("--from-db needs --table and --features")
+		return ldpbeam.Job{}, false, errors.New("--from-db needs --table and --features")
 	case (*toDB == "") != (*into == ""):
-		return errors.New("--to-db and --into go together")
+		return ldpbeam.Job{}, false, errors.New("--to-db and --into go together")
 	case *toDB != "" && *fromDB == "":
-		return errors.New("--to-db writes releases read --from-db; load releases made from files with ldpsql import-releases")
+		return ldpbeam.Job{}, false, errors.New("--to-db writes releases read --from-db; load releases made from files with ldpsql import-releases")
 	}
 	if *format != "parquet" && *format != "csv" {
-		return fmt.Errorf("--format %q: want parquet or csv", *format)
-	}
-	if !*verbose {
-		slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		return ldpbeam.Job{}, false, fmt.Errorf("--format %q: want parquet or csv", *format)
 	}
 	raw, err := ldpbeam.ReadFile(context.Background(), *mechPath)
 	if err != nil {
-		return err
+		return ldpbeam.Job{}, false, err
 	}
-	job := ldpbeam.Job{In: *in, Cols: ldpbeam.Columns{ID: *idCol, Label: *labelCol},
+	job := ldpbeam.Job{ID: *jobID, In: *in, Cols: ldpbeam.Columns{ID: *idCol, Label: *labelCol},
 		Spec: ldpbeam.Spec{Mechanism: raw, Randomiser: *randomiser, Eps: *eps, Label: *labelCol, K: *k, Lambda: *lambda},
 		Out:  ldpbeam.Output{Dir: *out, Format: *format, Shards: *shards}, Runner: *runner, Endpoint: *endpoint, EnvironmentType: *envType}
 	if *features != "" {
@@ -155,65 +194,47 @@ Examples:
 	if *toDB != "" {
 		job.To = &ldpbeam.DBSink{DSN: *toDB, Table: *into}
 	}
-	job.ID = *jobID
-	if job.ID == "" {
-		job.ID = ldpbeam.NewJobID()
-	}
-	fmt.Fprintf(stderr, "job %s (if it is killed, rerun it with --job-id %s)\n", job.ID, job.ID)
-	rel, err := job.Spec.Releaser()
-	if err != nil {
-		return err
-	}
-	if c := rel.Caveat(); c != "" {
-		fmt.Fprintf(stderr, "warning: mechanism %q: %s\n", rel.M.File.Name, c)
-	}
+	return job, *verbose, nil
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	start := time.Now()
-	done := make(chan struct{})
-	if *runner == "prism" {
-		// Progress: Prism runs the workers in this process, so their counters are the job's.
-		go func() {
-			tick := time.NewTicker(2 * time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-tick.C:
-					read, released, bad := ldpbeam.Progress()
-					charged := ""
-					if job.From != nil {
-						charged = fmt.Sprintf(", charged %d", ldpbeam.Charged())
-					}
-					fmt.Fprintf(stderr, "  %s: read %d rows, released %d%s, bad %d (%.0f rows/s)\n", time.Since(start).Round(time.Second), read, released, charged, bad, float64(released)/time.Since(start).Seconds())
-				}
+// reportProgress prints the job's counters every 2 s until done closes. Prism runs the workers in
+// this process, so their counters are the job's.
+func reportProgress(stderr io.Writer, start time.Time, fromDB bool, done <-chan struct{}) {
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			read, released, bad := ldpbeam.Progress()
+			charged := ""
+			if fromDB {
+				charged = fmt.Sprintf(", charged %d", ldpbeam.Charged())
 			}
-		}()
+			fmt.Fprintf(stderr, "  %s: read %d rows, released %d%s, bad %d (%.0f rows/s)\n", time.Since(start).Round(time.Second), read, released, charged, bad, float64(released)/time.Since(start).Seconds())
+		}
 	}
-	sum, err := ldpbeam.Run(ctx, job)
-	close(done)
-	if err != nil {
-		return err
-	}
+}
+
+// printSummary prints what a finished job released, where, and what it left out.
+func printSummary(stdout io.Writer, job ldpbeam.Job, rel *client.Releaser, sum ldpbeam.Summary, took time.Duration) {
 	if sum.Template != "" {
-		fmt.Fprintf(stdout, "staged the job as a Dataflow template at %s: nothing was released; launch it to release the rows into %s\n", sum.Template, *out)
-		return nil
+		fmt.Fprintf(stdout, "staged the job as a Dataflow template at %s: nothing was released; launch it to release the rows into %s\n", sum.Template, job.Out.Dir)
+		return
 	}
-	took := time.Since(start)
 	where := strings.Join(sum.Files, ", ")
 	if sum.Table != "" {
 		where = "table " + sum.Table
 	}
 	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %.6g, label %.6g) in %v (%.0f rows/s) on %s: %s\n",
-		sum.Rows, rel.M.File.Name, *eps, rel.EpsX, rel.EpsY, took.Round(time.Millisecond), float64(sum.Rows)/took.Seconds(), *runner, where)
+		sum.Rows, rel.M.File.Name, job.Spec.Eps, rel.EpsX, rel.EpsY, took.Round(time.Millisecond), float64(sum.Rows)/took.Seconds(), job.Runner, where)
 	if job.From != nil {
 		parts := "parts"
 		if sum.Parts == 1 {
 			parts = "part"
 		}
-		fmt.Fprintf(stdout, "read %s in %d %s\n", *table, sum.Parts, parts)
+		fmt.Fprintf(stdout, "read %s in %d %s\n", job.From.Table, sum.Parts, parts)
 	}
 	if sum.RefusedRows > 0 {
 		fmt.Fprintf(stdout, "%d rows of %d units left out: the server refused to charge them (their budget would be exceeded)\n", sum.RefusedRows, sum.RefusedUnits)
@@ -221,5 +242,4 @@ Examples:
 	if sum.Bad > 0 {
 		fmt.Fprintf(stdout, "%d bad rows left out, listed in %s\n", sum.Bad, sum.BadFile)
 	}
-	return nil
 }
