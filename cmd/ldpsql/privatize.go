@@ -99,13 +99,28 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 	if testNoiseSeed != nil {
 		noise = mechanisms.NewSeededSource(*testNoiseSeed)
 	}
+	n, err := releaseRows(src, lay, sink, rel, noise, m.File.OutputDim)
+	if err != nil {
+		return err
+	}
+	meta, _ := json.MarshalIndent(rel.Meta(n), "", "  ")
+	if err := sink.Finish(meta); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %g, label %g): %s, %s\n", n, m.File.Name, *eps, rel.EpsX, rel.EpsY, *out, rowfile.MetadataAt(*out))
+	return nil
+}
+
+// releaseRows releases every row of src into sink, privatizeBatch rows at a time, and returns how
+// many it wrote.
+func releaseRows(src rowfile.Source, lay *rowfile.Layout, sink rowfile.Sink, rel *client.Releaser, noise mechanisms.Source, dim int) (int, error) {
 	var (
 		xs     [][]float32
 		ids    []string
 		labels []int
 		n      int
 		cells  []any
-		z      = make([]float32, m.File.OutputDim)
+		z      = make([]float32, dim)
 	)
 	release := func() error {
 		if len(xs) == 0 {
@@ -141,26 +156,18 @@ metadata as JSON in its key-value metadata under "ldpsql.releases".`,
 			break
 		}
 		if err != nil {
-			return err
+			return n, err
 		}
 		x, id, y, err := lay.Row(row, src.Where())
 		if err != nil {
-			return err
+			return n, err
 		}
 		xs, ids, labels = append(xs, x), append(ids, id), append(labels, y)
 		if len(xs) == privatizeBatch {
 			if err := release(); err != nil {
-				return err
+				return n, err
 			}
 		}
 	}
-	if err := release(); err != nil {
-		return err
-	}
-	meta, _ := json.MarshalIndent(rel.Meta(n), "", "  ")
-	if err := sink.Finish(meta); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "released %d rows with %q at ε = %g (features %g, label %g): %s, %s\n", n, m.File.Name, *eps, rel.EpsX, rel.EpsY, *out, rowfile.MetadataAt(*out))
-	return nil
+	return n, release()
 }
