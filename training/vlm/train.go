@@ -29,38 +29,11 @@ const (
 // epoch from Train's goroutine. The same cfg (Seed included) and rows give
 // bit-identical weights on the same machine and BLAS build.
 func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.Progress)) (*Model, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("vlm config: %w", err)
-	}
-	if len(rows) == 0 {
-		return nil, errNoRows
-	}
-	in := len(rows[0])
-	if in == 0 {
-		return nil, fmt.Errorf("vlm: rows have no values")
-	}
-	if err := checkRows("row", rows, in); err != nil {
+	cfg, data, err := trainingData(cfg, rows)
+	if err != nil {
 		return nil, err
 	}
-	cfg = cfg.Resolve(len(rows), in)
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("vlm config: %w", err)
-	}
-	if cfg.Likelihood == "" {
-		cfg.Likelihood = chooseLikelihood(rows)
-	}
-	data := make([]float32, len(rows)*in)
-	for i, r := range rows {
-		if cfg.Likelihood == Bernoulli {
-			for j, v := range r {
-				if v < 0 || v > 1 {
-					return nil, fmt.Errorf("vlm: row %d, value %d is %v: the bernoulli likelihood needs features in [0, 1] (use \"gaussian\", or leave the likelihood out to choose it from the data)", i, j, v)
-				}
-			}
-		}
-		copy(data[i*in:], r)
-	}
+	in := len(rows[0])
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -94,17 +67,8 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 		return nil, fmt.Errorf("vlm: building the training graph: %w", err)
 	}
 	defer vm.Close()
-
-	xBuf := make([]float32, gbs*in)
-	xiBuf := make([]float32, gbs*cfg.D)
-	wBuf := make([]float32, gbs)
-	if err := G.Let(tg.x, tensor.New(tensor.WithShape(gbs, in), tensor.WithBacking(xBuf))); err != nil {
-		return nil, err
-	}
-	if err := G.Let(tg.xi, tensor.New(tensor.WithShape(gbs, cfg.D), tensor.WithBacking(xiBuf))); err != nil {
-		return nil, err
-	}
-	if err := G.Let(tg.w, tensor.New(tensor.WithShape(gbs), tensor.WithBacking(wBuf))); err != nil {
+	xBuf, xiBuf, wBuf, err := tg.bindInputs(gbs, in, cfg.D)
+	if err != nil {
 		return nil, err
 	}
 
@@ -161,6 +125,60 @@ func Train(ctx context.Context, cfg Config, rows [][]float32, progress func(nn.P
 		return nil, err
 	}
 	return m, nil
+}
+
+// trainingData checks cfg and rows, resolves cfg's data-driven settings (the likelihood among them)
+// and returns the rows as one row-major slice.
+func trainingData(cfg Config, rows [][]float32) (Config, []float32, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return cfg, nil, fmt.Errorf("vlm config: %w", err)
+	}
+	if len(rows) == 0 {
+		return cfg, nil, errNoRows
+	}
+	in := len(rows[0])
+	if in == 0 {
+		return cfg, nil, fmt.Errorf("vlm: rows have no values")
+	}
+	if err := checkRows("row", rows, in); err != nil {
+		return cfg, nil, err
+	}
+	cfg = cfg.Resolve(len(rows), in)
+	if err := cfg.validate(); err != nil {
+		return cfg, nil, fmt.Errorf("vlm config: %w", err)
+	}
+	if cfg.Likelihood == "" {
+		cfg.Likelihood = chooseLikelihood(rows)
+	}
+	data := make([]float32, len(rows)*in)
+	for i, r := range rows {
+		if cfg.Likelihood == Bernoulli {
+			for j, v := range r {
+				if v < 0 || v > 1 {
+					return cfg, nil, fmt.Errorf("vlm: row %d, value %d is %v: the bernoulli likelihood needs features in [0, 1] (use \"gaussian\", or leave the likelihood out to choose it from the data)", i, j, v)
+				}
+			}
+		}
+		copy(data[i*in:], r)
+	}
+	return cfg, data, nil
+}
+
+// bindInputs gives the graph's inputs (a batch of rows rows × in, its Laplace draws rows × d and its
+// weights) the buffers a step fills, and returns them.
+func (tg *trainGraph) bindInputs(rows, in, d int) (x, xi, w []float32, err error) {
+	x, xi, w = make([]float32, rows*in), make([]float32, rows*d), make([]float32, rows)
+	if err := G.Let(tg.x, tensor.New(tensor.WithShape(rows, in), tensor.WithBacking(x))); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := G.Let(tg.xi, tensor.New(tensor.WithShape(rows, d), tensor.WithBacking(xi))); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := G.Let(tg.w, tensor.New(tensor.WithShape(rows), tensor.WithBacking(w))); err != nil {
+		return nil, nil, nil, err
+	}
+	return x, xi, w, nil
 }
 
 func compileTrainGraph(m *Model, bs int) (tg *trainGraph, vm G.VM, err error) {
