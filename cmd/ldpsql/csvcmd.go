@@ -257,25 +257,9 @@ number, VARCHAR otherwise (CALL ldp_export on the server keeps the stored types)
 	if (*table == "") == (*query == "") || fs.NArg() != 0 {
 		return fmt.Errorf("usage: ldpsql export --table TABLE | --query SQL [--format csv|parquet] [--out FILE] [--db PATH | --addr HOST:PORT]")
 	}
-	f := rowfile.CSV
-	switch strings.ToLower(*format) {
-	case "":
-		if ff, err := rowfile.FormatOf(*out); err == nil {
-			f = ff
-		}
-	case "csv":
-	case "parquet":
-		f = rowfile.Parquet
-	default:
-		return fmt.Errorf("--format %q: csv or parquet", *format)
-	}
-	if f == rowfile.Parquet {
-		if *out == "-" {
-			return errors.New("--format parquet writes a file: give --out FILE.parquet")
-		}
-		if ff, err := rowfile.FormatOf(*out); err != nil || ff != rowfile.Parquet {
-			return fmt.Errorf("--out %s: name a Parquet file .parquet", *out)
-		}
+	f, err := exportFormat(*format, *out)
+	if err != nil {
+		return err
 	}
 	stmt := *query
 	if *table != "" {
@@ -313,16 +297,48 @@ number, VARCHAR otherwise (CALL ldp_export on the server keeps the stored types)
 		fmt.Fprintf(stderr, "exported %d rows to %s\n", n, where)
 		return s.close()
 	}
+	return exportCSV(ctx, s, stmt, *out, stdout, stderr)
+}
+
+// exportFormat is the format --format names, or --out's extension's (CSV by default), and checks that
+// a Parquet export goes to a .parquet file.
+func exportFormat(format, out string) (rowfile.Format, error) {
+	f := rowfile.CSV
+	switch strings.ToLower(format) {
+	case "":
+		if ff, err := rowfile.FormatOf(out); err == nil {
+			f = ff
+		}
+	case "csv":
+	case "parquet":
+		f = rowfile.Parquet
+	default:
+		return 0, fmt.Errorf("--format %q: csv or parquet", format)
+	}
+	if f == rowfile.Parquet {
+		if out == "-" {
+			return 0, errors.New("--format parquet writes a file: give --out FILE.parquet")
+		}
+		if ff, err := rowfile.FormatOf(out); err != nil || ff != rowfile.Parquet {
+			return 0, fmt.Errorf("--out %s: name a Parquet file .parquet", out)
+		}
+	}
+	return f, nil
+}
+
+// exportCSV writes stmt's result as CSV with a header line to out (- for stdout), and removes a file it
+// could not finish.
+func exportCSV(ctx context.Context, s session, stmt, out string, stdout, stderr io.Writer) (err error) {
 	w := stdout
 	var file *os.File
-	if *out != "-" {
-		if file, err = os.Create(*out); err != nil {
+	if out != "-" {
+		if file, err = os.Create(out); err != nil {
 			return err
 		}
 		defer func() {
 			file.Close()
 			if err != nil {
-				_ = os.Remove(*out) // no half-written export
+				_ = os.Remove(out) // no half-written export
 			}
 		}()
 		w = file
@@ -362,7 +378,7 @@ number, VARCHAR otherwise (CALL ldp_export on the server keeps the stored types)
 		if err := file.Close(); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "exported %d rows to %s\n", n, *out)
+		fmt.Fprintf(stderr, "exported %d rows to %s\n", n, out)
 	}
 	return s.close()
 }
