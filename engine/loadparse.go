@@ -147,109 +147,21 @@ func (l *loadReader) next(fields []loadField) ([]loadField, int, error) {
 	start := l.line
 	f := &l.f
 	for {
-		// One field.
+		// One field, into l.buf.
 		l.buf = l.buf[:0]
-		quoted := false
-		escapedN := false
-		recordDone := false
 		first, more, err := l.readByte()
 		if err != nil {
 			return nil, start, err
 		}
-		if more && f.enclose != 0 && first == f.enclose {
-			quoted = true
-			for {
-				b, more, err := l.readByte()
-				if err != nil {
-					return nil, start, err
-				}
-				if !more {
-					return nil, start, fmt.Errorf("the field enclosed by %q that starts on line %d is never closed", f.enclose, start)
-				}
-				if b == f.escape && f.escape != f.enclose {
-					x, more, err := l.readByte()
-					if err != nil {
-						return nil, start, err
-					}
-					if !more {
-						l.buf = append(l.buf, b)
-						continue
-					}
-					l.buf = append(l.buf, unescape(x))
-					continue
-				}
-				if b != f.enclose {
-					l.buf = append(l.buf, b)
-					continue
-				}
-				if ok, err := l.ahead(string(f.enclose)); err != nil {
-					return nil, start, err
-				} else if ok {
-					l.buf = append(l.buf, f.enclose) // doubled: one
-					continue
-				}
-				if ok, err := l.ahead(f.fieldTerm); err != nil {
-					return nil, start, err
-				} else if ok {
-					break
-				}
-				if ok, err := l.ahead(f.lineTerm); err != nil {
-					return nil, start, err
-				} else if ok {
-					recordDone = true
-					break
-				}
-				if l.atEnd() {
-					recordDone = true
-					break
-				}
-				l.buf = append(l.buf, b) // an enclosure character inside the field: kept
-			}
+		quoted := more && f.enclose != 0 && first == f.enclose
+		var escapedN, recordDone bool
+		if quoted {
+			recordDone, err = l.readEnclosed(start)
 		} else {
-			b := first
-			for {
-				if !more {
-					recordDone = true
-					break
-				}
-				if f.escape != 0 && b == f.escape {
-					x, more2, err := l.readByte()
-					if err != nil {
-						return nil, start, err
-					}
-					if !more2 {
-						l.buf = append(l.buf, b)
-					} else {
-						if x == 'N' && len(l.buf) == 0 {
-							escapedN = true
-						} else {
-							escapedN = false
-						}
-						l.buf = append(l.buf, unescape(x))
-					}
-				} else if f.fieldTerm != "" && b == f.fieldTerm[0] {
-					if ok, err := l.rest(f.fieldTerm); err != nil {
-						return nil, start, err
-					} else if ok {
-						break
-					}
-					l.buf = append(l.buf, b)
-				} else if b == f.lineTerm[0] {
-					if ok, err := l.rest(f.lineTerm); err != nil {
-						return nil, start, err
-					} else if ok {
-						recordDone = true
-						break
-					}
-					l.buf = append(l.buf, b)
-				} else {
-					l.buf = append(l.buf, b)
-					escapedN = false
-				}
-				if b, more, err = l.readByte(); err != nil {
-					return nil, start, err
-				}
-			}
+			escapedN, recordDone, err = l.readBare(first, more)
+		}
+		if err != nil {
+			return nil, start, err
 		}
 		fld := loadField{quoted: quoted}
 		switch {
@@ -263,6 +175,102 @@ func (l *loadReader) next(fields []loadField) ([]loadField, int, error) {
 		fields = append(fields, fld)
 		if recordDone {
 			return fields, start, nil
+		}
+	}
+}
+
+// readEnclosed reads the rest of a field after its opening enclosure character into l.buf, and the
+// terminator after its closing one; recordDone when that ends the record (or the input). start is the
+// record's line, for the error of a field never closed.
+func (l *loadReader) readEnclosed(start int) (recordDone bool, err error) {
+	f := &l.f
+	for {
+		b, more, err := l.readByte()
+		if err != nil {
+			return false, err
+		}
+		if !more {
+			return false, fmt.Errorf("the field enclosed by %q that starts on line %d is never closed", f.enclose, start)
+		}
+		if b == f.escape && f.escape != f.enclose {
+			x, more, err := l.readByte()
+			if err != nil {
+				return false, err
+			}
+			if !more {
+				l.buf = append(l.buf, b)
+				continue
+			}
+			l.buf = append(l.buf, unescape(x))
+			continue
+		}
+		if b != f.enclose {
+			l.buf = append(l.buf, b)
+			continue
+		}
+		if ok, err := l.ahead(string(f.enclose)); err != nil {
+			return false, err
+		} else if ok {
+			l.buf = append(l.buf, f.enclose) // doubled: one
+			continue
+		}
+		if ok, err := l.ahead(f.fieldTerm); err != nil {
+			return false, err
+		} else if ok {
+			return false, nil
+		}
+		if ok, err := l.ahead(f.lineTerm); err != nil {
+			return false, err
+		} else if ok {
+			return true, nil
+		}
+		if l.atEnd() {
+			return true, nil
+		}
+		l.buf = append(l.buf, b) // an enclosure character inside the field: kept
+	}
+}
+
+// readBare reads a field that is not enclosed, from its first byte b (more false: the input had
+// ended), into l.buf, with its terminator; escapedN when the field is the escape character and N
+// (NULL), recordDone when the terminator ends the record (or the input ended).
+func (l *loadReader) readBare(b byte, more bool) (escapedN, recordDone bool, err error) {
+	f := &l.f
+	for {
+		if !more {
+			return escapedN, true, nil
+		}
+		if f.escape != 0 && b == f.escape {
+			x, more2, err := l.readByte()
+			if err != nil {
+				return false, false, err
+			}
+			if !more2 {
+				l.buf = append(l.buf, b)
+			} else {
+				escapedN = x == 'N' && len(l.buf) == 0
+				l.buf = append(l.buf, unescape(x))
+			}
+		} else if f.fieldTerm != "" && b == f.fieldTerm[0] {
+			if ok, err := l.rest(f.fieldTerm); err != nil {
+				return false, false, err
+			} else if ok {
+				return escapedN, false, nil
+			}
+			l.buf = append(l.buf, b)
+		} else if b == f.lineTerm[0] {
+			if ok, err := l.rest(f.lineTerm); err != nil {
+				return false, false, err
+			} else if ok {
+				return escapedN, true, nil
+			}
+			l.buf = append(l.buf, b)
+		} else {
+			l.buf = append(l.buf, b)
+			escapedN = false
+		}
+		if b, more, err = l.readByte(); err != nil {
+			return false, false, err
 		}
 	}
 }
