@@ -169,19 +169,10 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	if cfg.trials < 1 {
 		return fmt.Errorf("--trials %d must be at least 1", cfg.trials)
 	}
-	for _, s := range strings.Split(*epsList, ",") {
-		s = strings.TrimSpace(s)
-		if s == "inf" || s == "∞" {
-			cfg.eps = append(cfg.eps, math.Inf(1))
-			continue
-		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("--eps: %q is not a positive number or inf", s)
-		}
-		cfg.eps = append(cfg.eps, v)
+	var err error
+	if cfg.eps, err = parseEpsList(*epsList, true, math.Inf(1)); err != nil {
+		return err
 	}
-	sort.Float64s(cfg.eps)
 	for _, m := range strings.Split(*mechList, ",") {
 		m = strings.TrimSpace(m)
 		if !slices.Contains(reproMechanisms, m) {
@@ -194,7 +185,6 @@ Build with scripts/build.sh first: the VLM trains several times faster with Open
 	}
 	var prev reproResults
 	if *resume {
-		var err error
 		if prev, err = resumeRepro(&cfg); err != nil {
 			return fmt.Errorf("--resume: %w", err)
 		}
@@ -333,6 +323,33 @@ func writeReproResults(cfg reproConfig, res reproResults, wall time.Duration) (s
 		}
 	}
 	return md, nil
+}
+
+// parseEpsList parses an --eps list: ε values in (0, most], and inf (or ∞: no privacy) where allowInf,
+// sorted.
+func parseEpsList(list string, allowInf bool, most float64) ([]float64, error) {
+	var eps []float64
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		if allowInf && (s == "inf" || s == "∞") {
+			eps = append(eps, math.Inf(1))
+			continue
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(v > 0 && v <= most) || math.IsInf(v, 0) {
+			switch {
+			case allowInf && math.IsInf(most, 1):
+				return nil, fmt.Errorf("--eps: %q is not a positive number or inf", s)
+			case allowInf:
+				return nil, fmt.Errorf("--eps: %q is not a number in (0, %g] or inf", s, most)
+			default:
+				return nil, fmt.Errorf("--eps: %q is not a number in (0, %g]", s, most)
+			}
+		}
+		eps = append(eps, v)
+	}
+	sort.Float64s(eps)
+	return eps, nil
 }
 
 // flagSet says whether the flag called name was given on the command line.

@@ -330,3 +330,33 @@ func TestReproCLMTabularColumn(t *testing.T) {
 		t.Errorf("results.md's notes on clm_tabular: %q", notes)
 	}
 }
+
+// --eps lists: repro's experiments take inf (no privacy) and any positive ε, task-aware only ε in
+// (0, 64]; each sorts them, and each names the value it refuses.
+func TestParseEpsList(t *testing.T) {
+	got, err := parseEpsList("10, inf,2", true, math.Inf(1))
+	if err != nil || !slices.Equal(got, []float64{2, 10, math.Inf(1)}) {
+		t.Errorf("repro's 10, inf,2: %v, %v", got, err)
+	}
+	got, err = parseEpsList("50,5", false, 64)
+	if err != nil || !slices.Equal(got, []float64{5, 50}) {
+		t.Errorf("task-aware's 50,5: %v, %v", got, err)
+	}
+	for _, c := range []struct {
+		list     string
+		allowInf bool
+		most     float64
+		want     string
+	}{
+		{"2,0", true, math.Inf(1), `"0" is not a positive number or inf`},
+		{"2,x", true, math.Inf(1), `"x" is not a positive number or inf`},
+		{"2,+Inf", true, math.Inf(1), `"+Inf" is not a positive number or inf`},
+		{"5,100", false, 64, `"100" is not a number in (0, 64]`},
+		{"5,inf", false, 64, `"inf" is not a number in (0, 64]`},
+		{"5,-1", true, 64, `"-1" is not a number in (0, 64] or inf`},
+	} {
+		if _, err := parseEpsList(c.list, c.allowInf, c.most); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("parseEpsList(%q, %v, %g): %v, want %q", c.list, c.allowInf, c.most, err, c.want)
+		}
+	}
+}

@@ -10,8 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -59,7 +57,7 @@ Writes results.md, results.json and loss.png to --out.`,
 	if *trials < 1 {
 		return fmt.Errorf("--trials %d must be at least 1", *trials)
 	}
-	epsV, err := parseTaskAwareEps(*epsList)
+	epsV, err := parseEpsList(*epsList, false, taskaware.MaxEps)
 	if err != nil {
 		return err
 	}
@@ -99,20 +97,6 @@ Writes results.md, results.json and loss.png to --out.`,
 	fmt.Fprint(stdout, md)
 	fmt.Fprintf(stdout, "\nwrote %s, %s and %s\n", filepath.Join(*out, "results.md"), filepath.Join(*out, "results.json"), filepath.Join(*out, "loss.png"))
 	return nil
-}
-
-// parseTaskAwareEps parses --eps: ε values in (0, taskaware.MaxEps], sorted.
-func parseTaskAwareEps(list string) ([]float64, error) {
-	var epsV []float64
-	for _, s := range strings.Split(list, ",") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-		if err != nil || !(v > 0 && v <= taskaware.MaxEps) {
-			return nil, fmt.Errorf("--eps: %q is not a number in (0, %d]", s, taskaware.MaxEps)
-		}
-		epsV = append(epsV, v)
-	}
-	sort.Float64s(epsV)
-	return epsV, nil
 }
 
 // parseTaskAwareDesigns parses --designs.
