@@ -79,20 +79,9 @@ func (e *Engine) ExportTable(ctx *sql.Context, x Export) (Exported, error) {
 	if x.Format != ExportParquet && x.Format != ExportCSV {
 		return out, fmt.Errorf("unknown format %q: parquet or csv", x.Format)
 	}
-	d, err := e.Provider.Database(ctx, x.Database)
+	t, err := e.storedTable(ctx, x.Database, x.Table)
 	if err != nil {
 		return out, err
-	}
-	st, ok, err := d.GetTableInsensitive(ctx, x.Table)
-	if err != nil {
-		return out, err
-	}
-	if !ok {
-		return out, sql.ErrTableNotFound.New(x.Database + "." + x.Table)
-	}
-	t, ok := sql.GetUnderlyingTable(st).(*Table)
-	if !ok {
-		return out, fmt.Errorf("%s.%s is not a stored table (a view or a system table): export it with SELECT … INTO OUTFILE", x.Database, x.Table)
 	}
 	if out.Path, err = e.files.check(x.Path, true); err != nil {
 		return out, err
@@ -103,26 +92,9 @@ func (e *Engine) ExportTable(ctx *sql.Context, x Export) (Exported, error) {
 		}
 	}
 
-	// The columns, with the vector column unpacked.
-	var cols []string
-	unpacked := false
-	for _, c := range t.def.schema.Schema {
-		q := quoteIdent(c.Name)
-		if x.Vector == "" || !strings.EqualFold(c.Name, x.Vector) {
-			cols = append(cols, q)
-			continue
-		}
-		unpacked = true
-		if x.Format == ExportParquet {
-			cols = append(cols, unpackFunction+"("+q+") AS "+quoteIdent(x.VectorAs))
-		} else {
-			for i := 1; i <= x.VectorDim; i++ {
-				cols = append(cols, fmt.Sprintf("%s(%s)[%d] AS %s", unpackFunction, q, i, quoteIdent(fmt.Sprintf("%s%d", x.VectorAs, i))))
-			}
-		}
-	}
-	if x.Vector != "" && !unpacked {
-		return out, fmt.Errorf("%s.%s has no column %s", x.Database, x.Table, x.Vector)
+	cols, err := exportColumns(t, x)
+	if err != nil {
+		return out, err
 	}
 
 	var suffix [6]byte
@@ -183,23 +155,75 @@ func (e *Engine) ExportTable(ctx *sql.Context, x Export) (Exported, error) {
 		}
 		out.Rows = n
 	}
+	return out, publishExport(tmp, out, meta, x.Path)
+}
+
+// storedTable is the ldpsql table db.name, or an error naming what it is instead.
+func (e *Engine) storedTable(ctx *sql.Context, db, name string) (*Table, error) {
+	d, err := e.Provider.Database(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	st, ok, err := d.GetTableInsensitive(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, sql.ErrTableNotFound.New(db + "." + name)
+	}
+	t, ok := sql.GetUnderlyingTable(st).(*Table)
+	if !ok {
+		return nil, fmt.Errorf("%s.%s is not a stored table (a view or a system table): export it with SELECT … INTO OUTFILE", db, name)
+	}
+	return t, nil
+}
+
+// exportColumns is the COPY's select list: t's columns, with x.Vector unpacked into one list column
+// (Parquet) or x.VectorDim columns (CSV) named after x.VectorAs.
+func exportColumns(t *Table, x Export) ([]string, error) {
+	var cols []string
+	unpacked := false
+	for _, c := range t.def.schema.Schema {
+		q := quoteIdent(c.Name)
+		if x.Vector == "" || !strings.EqualFold(c.Name, x.Vector) {
+			cols = append(cols, q)
+			continue
+		}
+		unpacked = true
+		if x.Format == ExportParquet {
+			cols = append(cols, unpackFunction+"("+q+") AS "+quoteIdent(x.VectorAs))
+		} else {
+			for i := 1; i <= x.VectorDim; i++ {
+				cols = append(cols, fmt.Sprintf("%s(%s)[%d] AS %s", unpackFunction, q, i, quoteIdent(fmt.Sprintf("%s%d", x.VectorAs, i))))
+			}
+		}
+	}
+	if x.Vector != "" && !unpacked {
+		return nil, fmt.Errorf("%s.%s has no column %s", x.Database, x.Table, x.Vector)
+	}
+	return cols, nil
+}
+
+// publishExport gives the finished temporary file tmp its name out.Path, and writes a CSV file's
+// metadata beside it; name is the path as the statement gave it, for errors. Neither replaces a file.
+func publishExport(tmp string, out Exported, meta []byte, name string) error {
 	// A link, unlike a rename, never replaces a file made since the check.
 	if err := os.Link(tmp, out.Path); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return out, sql.ErrFileExists.New(x.Path)
+			return sql.ErrFileExists.New(name)
 		}
-		return out, fmt.Errorf("writing %s: %w", x.Path, err)
+		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	if out.Sidecar != "" {
 		if err := writeNew(out.Sidecar, meta); err != nil {
 			os.Remove(out.Path)
 			if errors.Is(err, os.ErrExist) {
-				return out, sql.ErrFileExists.New(x.Path + SidecarSuffix)
+				return sql.ErrFileExists.New(name + SidecarSuffix)
 			}
-			return out, fmt.Errorf("writing %s: %w", x.Path+SidecarSuffix, err)
+			return fmt.Errorf("writing %s: %w", name+SidecarSuffix, err)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // writeNew writes data to a file that must not exist yet.
