@@ -142,32 +142,9 @@ func planSource(ctx context.Context, src DBSource, label, job string) (dbPlan, [
 		return p, nil, err
 	}
 	defer db.Close()
-	info := map[string]columnInfo{} // by lower-case name
-	rows, err := db.QueryContext(ctx, `SELECT table_schema, table_name, column_name, data_type, column_type, collation_name FROM information_schema.columns
-		WHERE lower(table_schema) = lower(?) AND lower(table_name) = lower(?)`, p.Database, p.Table)
+	info, err := p.readColumns(ctx, db)
 	if err != nil {
-		return p, nil, fmt.Errorf("reading %s.%s's columns: %w", p.Database, p.Table, err)
-	}
-	for rows.Next() {
-		var c columnInfo
-		var collation sql.NullString
-		if err := rows.Scan(&p.Database, &p.Table, &c.Name, &c.DataType, &c.ColumnType, &collation); err != nil {
-			rows.Close()
-			return p, nil, err
-		}
-		c.DataType, c.Collation = strings.ToLower(c.DataType), collation.String
-		info[strings.ToLower(c.Name)] = c
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return p, nil, err
-	}
-	if len(info) == 0 {
-		return p, nil, fmt.Errorf("there is no table %s.%s (or this user may not see it)", p.Database, p.Table)
-	}
-	types := map[string]string{}
-	for n, c := range info {
-		types[n] = c.DataType
 	}
 	column := func(what, c string) (string, error) {
 		if i, ok := info[strings.ToLower(c)]; ok {
@@ -185,7 +162,7 @@ func planSource(ctx context.Context, src DBSource, label, job string) (dbPlan, [
 		}
 		p.Features = append(p.Features, c)
 	}
-	if t := types[strings.ToLower(p.Features[0])]; len(p.Features) == 1 && (strings.Contains(t, "blob") || strings.Contains(t, "binary")) {
+	if t := info[strings.ToLower(p.Features[0])].DataType; len(p.Features) == 1 && (strings.Contains(t, "blob") || strings.Contains(t, "binary")) {
 		p.Packed = true
 	}
 	if label != "" {
@@ -193,41 +170,12 @@ func planSource(ctx context.Context, src DBSource, label, job string) (dbPlan, [
 			return p, nil, err
 		}
 	}
-
-	// SHOW KEYS lists a key's columns in their order (Seq_in_index).
-	keys, err := queryStrings(ctx, db, "SHOW KEYS FROM "+p.qualified()+" WHERE Key_name = 'PRIMARY'", 4)
-	if err != nil {
-		return p, nil, fmt.Errorf("reading %s.%s's primary key: %w", p.Database, p.Table, err)
+	if err := p.readPrimaryKey(ctx, db, info); err != nil {
+		return p, nil, err
 	}
-	for _, k := range keys {
-		c, ok := info[strings.ToLower(k)]
-		if !ok {
-			return p, nil, fmt.Errorf("%s.%s's primary key names column %q, which information_schema does not list", p.Database, p.Table, k)
-		}
-		p.Key = append(p.Key, c.keyColumn())
+	if err := p.readUnits(ctx, db, column); err != nil {
+		return p, nil, err
 	}
-
-	// The ledger: only a DBA may read it. Another user is refused, and then reads the table as any
-	// client does: the server refuses them a protected table's raw rows (the analyst role), so what
-	// they can read is not protected.
-	budget, err := queryStrings(ctx, db, fmt.Sprintf("SELECT eps_total, unit_columns FROM ldpsql_catalog.ldp_budget WHERE lower(db) = lower(%s) AND lower(table_name) = lower(%s)",
-		quoteString(p.Database), quoteString(p.Table)), -1)
-	if err != nil && !strings.Contains(strings.ToLower(err.Error()), "denied") {
-		return p, nil, fmt.Errorf("reading the ledger: %w", err)
-	}
-	if len(budget) == 2 {
-		if err := json.Unmarshal([]byte(budget[1]), &p.Units); err != nil || len(p.Units) == 0 {
-			return p, nil, fmt.Errorf("the unit columns of %s.%s, %q: %v", p.Database, p.Table, budget[1], err)
-		}
-		for i, u := range p.Units {
-			c, err := column("a unit column", u)
-			if err != nil {
-				return p, nil, err
-			}
-			p.Units[i] = c
-		}
-	}
-
 	switch {
 	case p.Key != nil:
 		p.OrderBy = orderBy(p.Key)
@@ -244,6 +192,77 @@ func planSource(ctx context.Context, src DBSource, label, job string) (dbPlan, [
 	}
 	parts, err := partition(ctx, db, p, n)
 	return p, parts, err
+}
+
+// readColumns reads the table's columns from information_schema, by lower-case name, and sets
+// p.Database and p.Table to the names as the server spells them.
+func (p *dbPlan) readColumns(ctx context.Context, db *sql.DB) (map[string]columnInfo, error) {
+	info := map[string]columnInfo{}
+	rows, err := db.QueryContext(ctx, `SELECT table_schema, table_name, column_name, data_type, column_type, collation_name FROM information_schema.columns
+		WHERE lower(table_schema) = lower(?) AND lower(table_name) = lower(?)`, p.Database, p.Table)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s.%s's columns: %w", p.Database, p.Table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c columnInfo
+		var collation sql.NullString
+		if err := rows.Scan(&p.Database, &p.Table, &c.Name, &c.DataType, &c.ColumnType, &collation); err != nil {
+			return nil, err
+		}
+		c.DataType, c.Collation = strings.ToLower(c.DataType), collation.String
+		info[strings.ToLower(c.Name)] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(info) == 0 {
+		return nil, fmt.Errorf("there is no table %s.%s (or this user may not see it)", p.Database, p.Table)
+	}
+	return info, nil
+}
+
+// readPrimaryKey sets p.Key to the table's primary key columns, in the key's order (none: nil).
+func (p *dbPlan) readPrimaryKey(ctx context.Context, db *sql.DB, info map[string]columnInfo) error {
+	// SHOW KEYS lists a key's columns in their order (Seq_in_index).
+	keys, err := queryStrings(ctx, db, "SHOW KEYS FROM "+p.qualified()+" WHERE Key_name = 'PRIMARY'", 4)
+	if err != nil {
+		return fmt.Errorf("reading %s.%s's primary key: %w", p.Database, p.Table, err)
+	}
+	for _, k := range keys {
+		c, ok := info[strings.ToLower(k)]
+		if !ok {
+			return fmt.Errorf("%s.%s's primary key names column %q, which information_schema does not list", p.Database, p.Table, k)
+		}
+		p.Key = append(p.Key, c.keyColumn())
+	}
+	return nil
+}
+
+// readUnits sets p.Units to the table's privacy units' columns (column spells them as the table
+// does) when the ledger protects it. Only a DBA may read the ledger. Another user is refused, and then
+// reads the table as any client does: the server refuses them a protected table's raw rows (the
+// analyst role), so what they can read is not protected.
+func (p *dbPlan) readUnits(ctx context.Context, db *sql.DB, column func(what, c string) (string, error)) error {
+	budget, err := queryStrings(ctx, db, fmt.Sprintf("SELECT eps_total, unit_columns FROM ldpsql_catalog.ldp_budget WHERE lower(db) = lower(%s) AND lower(table_name) = lower(%s)",
+		quoteString(p.Database), quoteString(p.Table)), -1)
+	if err != nil && !strings.Contains(strings.ToLower(err.Error()), "denied") {
+		return fmt.Errorf("reading the ledger: %w", err)
+	}
+	if len(budget) != 2 {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(budget[1]), &p.Units); err != nil || len(p.Units) == 0 {
+		return fmt.Errorf("the unit columns of %s.%s, %q: %v", p.Database, p.Table, budget[1], err)
+	}
+	for i, u := range p.Units {
+		c, err := column("a unit column", u)
+		if err != nil {
+			return err
+		}
+		p.Units[i] = c
+	}
+	return nil
 }
 
 // queryStrings runs q and returns its first row's cells as text (column col of every row instead,
