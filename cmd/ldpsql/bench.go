@@ -65,7 +65,49 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 	}
 
 	fmt.Fprintf(stdout, "ldpsql %s bench (DuckDB file in %s)\n\n", version, dir)
-	// INSERT: GMS plans and converts every row; the table editor streams them through DuckDB's appender.
+	if err := benchInserts(e, q, stdout); err != nil {
+		return err
+	}
+	if err := q("CREATE TABLE labels (id BIGINT PRIMARY KEY, y INT)"); err != nil {
+		return err
+	}
+	if _, err := e.DuckDB.Exec(fmt.Sprintf(`INSERT INTO ldpsql.labels SELECT range, (range %% 10)::INTEGER FROM range(%d)`, *n)); err != nil {
+		return err
+	}
+	plain, flip := "SELECT y FROM labels", "SELECT FLIP_LABEL(y, 1.0, 10) FROM labels"
+	inProcess := func(query string) (time.Duration, error) {
+		return best(*repeat, func() (int, error) { return drainQuery(e, query) }, *n)
+	}
+	if err := compare(stdout, fmt.Sprintf("scan of %d labels, in process", *n), *n, inProcess, plain, flip); err != nil {
+		return err
+	}
+
+	db, addr, stop, err := serveLoopback(e, "")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	overWire := func(query string) (time.Duration, error) {
+		return best(*repeat, func() (int, error) { return drainWire(db, query) }, *n)
+	}
+	if err := compare(stdout, fmt.Sprintf("scan of %d labels, MySQL protocol on loopback", *n), *n, overWire, plain, flip); err != nil {
+		return err
+	}
+	if err := benchLoadData(db, stdout, *repeat); err != nil {
+		return err
+	}
+	if err := benchPandas(addr, stdout, *pandasRows); errors.Is(err, errPandasMissing) {
+		fmt.Fprintf(stdout, "%v\n\n", err) // the rest of the report stands without it
+	} else if err != nil {
+		return err
+	}
+	return benchEncode(e, stdout, *encodeRows, *repeat)
+}
+
+// benchInserts measures INSERT … SELECT of 100,000 rows and one INSERT … VALUES of 10,000 into a
+// table with a primary key: GMS plans and converts every row; the table editor streams them through
+// DuckDB's appender.
+func benchInserts(e *engine.Engine, q func(string) error, stdout io.Writer) error {
 	if err := q("CREATE TABLE src (id BIGINT PRIMARY KEY, y INT, x DOUBLE, s VARCHAR(20))"); err != nil {
 		return err
 	}
@@ -93,56 +135,26 @@ func benchCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "INSERT ... VALUES, 10,000 rows per statement: %6.0f rows/s\n\n", 10_000/time.Since(start).Seconds())
+	return nil
+}
 
-	if err := q("CREATE TABLE labels (id BIGINT PRIMARY KEY, y INT)"); err != nil {
-		return err
-	}
-	if _, err := e.DuckDB.Exec(fmt.Sprintf(`INSERT INTO ldpsql.labels SELECT range, (range %% 10)::INTEGER FROM range(%d)`, *n)); err != nil {
-		return err
-	}
-	plain, flip := "SELECT y FROM labels", "SELECT FLIP_LABEL(y, 1.0, 10) FROM labels"
-	inProcess := func(query string) (time.Duration, error) {
-		return best(*repeat, func() (int, error) { return drainQuery(e, query) }, *n)
-	}
-	if err := compare(stdout, fmt.Sprintf("scan of %d labels, in process", *n), *n, inProcess, plain, flip); err != nil {
-		return err
-	}
-
-	db, addr, stop, err := serveLoopback(e, "")
+// drainWire runs query over the MySQL protocol and reads its one integer column to the end, returning
+// the rows read.
+func drainWire(db *gosql.DB, query string) (int, error) {
+	rows, err := db.Query(query)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	defer stop()
-	overWire := func(query string) (time.Duration, error) {
-		return best(*repeat, func() (int, error) {
-			rows, err := db.Query(query)
-			if err != nil {
-				return 0, err
-			}
-			defer rows.Close()
-			count := 0
-			var y int64
-			for rows.Next() {
-				if err := rows.Scan(&y); err != nil {
-					return 0, err
-				}
-				count++
-			}
-			return count, rows.Err()
-		}, *n)
+	defer rows.Close()
+	count := 0
+	var y int64
+	for rows.Next() {
+		if err := rows.Scan(&y); err != nil {
+			return 0, err
+		}
+		count++
 	}
-	if err := compare(stdout, fmt.Sprintf("scan of %d labels, MySQL protocol on loopback", *n), *n, overWire, plain, flip); err != nil {
-		return err
-	}
-	if err := benchLoadData(db, stdout, *repeat); err != nil {
-		return err
-	}
-	if err := benchPandas(addr, stdout, *pandasRows); errors.Is(err, errPandasMissing) {
-		fmt.Fprintf(stdout, "%v\n\n", err) // the rest of the report stands without it
-	} else if err != nil {
-		return err
-	}
-	return benchEncode(e, stdout, *encodeRows, *repeat)
+	return count, rows.Err()
 }
 
 // benchLoadData measures LOAD DATA LOCAL INFILE of a 100,000-row, 10-column numeric CSV over the MySQL
