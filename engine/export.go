@@ -158,18 +158,27 @@ func (e *Engine) ExportTable(ctx *sql.Context, x Export) (Exported, error) {
 	return out, publishExport(tmp, out, meta, x.Path)
 }
 
-// storedTable is the ldpsql table db.name, or an error naming what it is instead.
-func (e *Engine) storedTable(ctx *sql.Context, db, name string) (*Table, error) {
+// LookupTable is the table db.name (its name in any case), or sql.ErrTableNotFound naming db.name.
+func (e *Engine) LookupTable(ctx *sql.Context, db, name string) (sql.Table, error) {
 	d, err := e.Provider.Database(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	st, ok, err := d.GetTableInsensitive(ctx, name)
+	t, ok, err := d.GetTableInsensitive(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, sql.ErrTableNotFound.New(db + "." + name)
+	}
+	return t, nil
+}
+
+// storedTable is the ldpsql table db.name, or an error naming what it is instead.
+func (e *Engine) storedTable(ctx *sql.Context, db, name string) (*Table, error) {
+	st, err := e.LookupTable(ctx, db, name)
+	if err != nil {
+		return nil, err
 	}
 	t, ok := sql.GetUnderlyingTable(st).(*Table)
 	if !ok {

@@ -661,18 +661,7 @@ func (p *procedures) resolveTable(ctx *sql.Context, fn, table string) (sql.Table
 }
 
 func (p *procedures) table(ctx *sql.Context, db, name string) (sql.Table, error) {
-	d, err := p.e.Provider.Database(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	t, ok, err := d.GetTableInsensitive(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, sql.ErrTableNotFound.New(db + "." + name)
-	}
-	return t, nil
+	return p.e.LookupTable(ctx, db, name)
 }
 
 func (p *procedures) tableExists(ctx *sql.Context, db, name string) (bool, error) {

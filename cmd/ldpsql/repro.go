@@ -274,7 +274,6 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 		}
 		got[c.Mechanism][c.Eps] = c.Accuracy
 	}
-	fewest, most := math.MaxInt, 0
 	res := reproResults{}
 	for _, m := range cfg.mechs {
 		res[m] = map[string][]float64{}
@@ -284,10 +283,10 @@ func resumeRepro(cfg *reproConfig) (reproResults, error) {
 				return nil, fmt.Errorf("%s has no finished trial of %s at ε %s (written before runs recorded their ε and columns, so it cannot say whether its first trial stopped there)",
 					path, m, epsLabel(eps))
 			}
-			fewest, most = min(fewest, len(xs)), max(most, len(xs))
 			res[m][epsName(eps)] = xs
 		}
 	}
+	fewest, most := cellTrials(cfg.eps, res, cfg.mechs...)
 	if most > cfg.trials {
 		return nil, fmt.Errorf("%s already holds %d trial(s), more than --trials %d asks for", path, most, cfg.trials)
 	}
@@ -337,14 +336,14 @@ func parseEpsList(list string, allowInf bool, most float64) ([]float64, error) {
 		}
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(v > 0 && v <= most) || math.IsInf(v, 0) {
-			switch {
-			case allowInf && math.IsInf(most, 1):
-				return nil, fmt.Errorf("--eps: %q is not a positive number or inf", s)
-			case allowInf:
-				return nil, fmt.Errorf("--eps: %q is not a number in (0, %g] or inf", s, most)
-			default:
-				return nil, fmt.Errorf("--eps: %q is not a number in (0, %g]", s, most)
+			want := fmt.Sprintf("a number in (0, %g]", most)
+			if math.IsInf(most, 1) {
+				want = "a positive number"
 			}
+			if allowInf {
+				want += " or inf"
+			}
+			return nil, fmt.Errorf("--eps: %q is not %s", s, want)
 		}
 		eps = append(eps, v)
 	}
@@ -513,15 +512,23 @@ func runRepro(cfg reproConfig, prev reproResults, log io.Writer, epsDone func(re
 	return res, time.Since(start), e.Close()
 }
 
+// cellTrials returns the fewest and the most trials a cell of the columns mechs holds at the ε values eps.
+func cellTrials(eps []float64, res reproResults, mechs ...string) (fewest, most int) {
+	fewest = math.MaxInt
+	for _, m := range mechs {
+		for _, e := range eps {
+			n := len(res[m][epsName(e)])
+			fewest, most = min(fewest, n), max(most, n)
+		}
+	}
+	return fewest, most
+}
+
 // resumeCounts says how many trials each column of a resumed run holds: "vlm 3, clm 0–1 of 3".
 func resumeCounts(cfg reproConfig, res reproResults) string {
 	parts := make([]string, len(cfg.mechs))
 	for i, m := range cfg.mechs {
-		fewest, most := math.MaxInt, 0
-		for _, eps := range cfg.eps {
-			n := len(res[m][epsName(eps)])
-			fewest, most = min(fewest, n), max(most, n)
-		}
+		fewest, most := cellTrials(cfg.eps, res, m)
 		parts[i] = fmt.Sprintf("%s %d", m, fewest)
 		if most > fewest {
 			parts[i] = fmt.Sprintf("%s %d–%d", m, fewest, most)
@@ -689,13 +696,7 @@ func reproMarkdown(cfg reproConfig, res reproResults, wall time.Duration) string
 	var b strings.Builder
 	// Trials started: the most values any cell holds; finished: the fewest (a run writes its results
 	// after every ε of a trial; a resumed one may have added columns or ε).
-	done, finished := 0, math.MaxInt
-	for _, m := range cfg.mechs {
-		for _, eps := range cfg.eps {
-			n := len(res[m][epsName(eps)])
-			done, finished = max(done, n), min(finished, n)
-		}
-	}
+	finished, done := cellTrials(cfg.eps, res, cfg.mechs...)
 	note := trialsNote(done)
 	if finished < cfg.trials {
 		partWay := ""
